@@ -1,0 +1,64 @@
+"""Time masked quantile selection: jnp.quantile (sort) vs our sort and radix-bisection paths.
+
+Prints, per size N (1e3..1e7 tokens, 70% valid), the median wall time of each method and its
+ratio to jnp.nanquantile measured in the same run, for one quantile and for the 5 diagnostic
+quantiles. Run: python benchmarks/bench_quantile.py [--max_log10 7] [--reps 3].
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from calclip_jax.rl.quantile import bisect_threshold, masked_quantile
+
+QS5 = jnp.array([0.01, 0.05, 0.5, 0.95, 0.99], jnp.float32)
+
+
+def _time(fn: Callable, *args, reps: int) -> float:
+    jax.block_until_ready(fn(*args))  # compile + warm up
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def _methods(qs: jax.Array) -> dict[str, Callable]:
+    return {
+        "jnp.nanquantile": jax.jit(
+            lambda x, m: jnp.nanquantile(jnp.where(m, x, jnp.nan), qs, method="lower")
+        ),
+        "sort": jax.jit(lambda x, m: masked_quantile(x, m, qs, method="sort")),
+        "bisect32": jax.jit(lambda x, m: masked_quantile(x, m, qs, method="bisect", iters=32)),
+        "bisect16": jax.jit(lambda x, m: masked_quantile(x, m, qs, method="bisect", iters=16)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--max_log10", type=int, default=7)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    print(f"backend={jax.default_backend()} auto_threshold={bisect_threshold()}")
+    rng = np.random.default_rng(0)
+    for qs_name, qs in (("1 quantile", jnp.array([0.03], jnp.float32)), ("5 quantiles", QS5)):
+        print(f"\n== {qs_name}: median seconds (ratio to jnp.nanquantile) ==")
+        for log_n in range(3, args.max_log10 + 1):
+            n = 10**log_n
+            x = jnp.asarray(np.exp(0.1 * rng.standard_normal(n)).astype(np.float32))
+            m = jnp.asarray(rng.random(n) < 0.7)
+            times = {name: _time(fn, x, m, reps=args.reps) for name, fn in _methods(qs).items()}
+            base = times["jnp.nanquantile"]
+            row = "  ".join(f"{k}={v:.2e}s({v / base:.2f}x)" for k, v in times.items())
+            print(f"N=1e{log_n}: {row}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

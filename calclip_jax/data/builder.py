@@ -1,0 +1,105 @@
+"""tfds builders (array_record, no TensorFlow) for registered tasks, and reading them back.
+
+Each task gets a registered builder `calclip_<task name>`; the knobs travel as the task object and
+name the builder config (`Task.config_name()`), so data lands in
+`data_dir/calclip_<task>/<config_name>/1.0.0/`. Examples are written in generation order
+(shuffling disabled), so a split read back equals `task.examples(split)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from calclip_jax.data.example import Example
+from calclip_jax.data.task import SPLITS, Task
+
+
+class TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+    """Generic builder; `builder_for` makes the per-task subclasses."""
+
+    VERSION = tfds.core.Version("1.0.0")
+    RELEASE_NOTES = {"1.0.0": "Initial release."}  # noqa: RUF012 (tfds class attribute)
+
+    def __init__(self, *, task: Task, data_dir: str | os.PathLike[str], **kwargs: Any) -> None:
+        self.task = task
+        config = tfds.core.BuilderConfig(
+            name=task.config_name(), description=json.dumps(task.data_knobs(), sort_keys=True)
+        )
+        super().__init__(
+            data_dir=os.fspath(data_dir), config=config, file_format="array_record", **kwargs
+        )
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description=f"calclip_jax task {self.task.name!r}, data knobs {self.task.data_knobs()}",
+            features=tfds.features.FeaturesDict(
+                {
+                    "prompt": tfds.features.Text(),
+                    "answer": tfds.features.Text(),
+                    "numbers": tfds.features.Tensor(shape=(None,), dtype=np.int64),
+                    "target": tfds.features.Scalar(dtype=np.int64),
+                }
+            ),
+            disable_shuffling=True,
+        )
+
+    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict[str, Any]:
+        del dl_manager  # everything is generated locally
+        return {split: self._generate_examples(split) for split in SPLITS}
+
+    def _generate_examples(self, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        for index, example in enumerate(self.task.examples(split)):
+            yield index, example.to_record()
+
+
+_BUILDER_CLASSES: dict[str, type[TaskBuilder]] = {}
+
+
+def builder_for(task: Task, data_dir: str | os.PathLike[str]) -> TaskBuilder:
+    """The tfds builder of `task` (not yet prepared: call `download_and_prepare()`)."""
+    cls = _BUILDER_CLASSES.get(task.name)
+    if cls is None:
+        class_name = "Calclip" + "".join(part.title() for part in task.name.split("_"))
+        cls = type(class_name, (TaskBuilder,), {"name": f"calclip_{task.name}"})
+        _BUILDER_CLASSES[task.name] = cls
+    return cls(task=task, data_dir=data_dir)
+
+
+class ExampleSource(Sequence[Example]):
+    """Random access to a prepared split: `len(source)`, `source[i] -> Example`."""
+
+    def __init__(self, data_source: Any) -> None:
+        self._source = data_source
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+    @overload
+    def __getitem__(self, index: int) -> Example: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Example]: ...
+    def __getitem__(self, index: int | slice) -> Example | list[Example]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return Example.from_record(self._source[index % len(self)])
+
+
+def load_split(
+    task: Task, split: str, data_dir: str | os.PathLike[str], *, prepare: bool = True
+) -> ExampleSource:
+    """Reads `split` of `task` from `data_dir` (tfds array_record), building it first if absent."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    builder = builder_for(task, data_dir)
+    if prepare:
+        builder.download_and_prepare()
+    return ExampleSource(builder.as_data_source(split=split))

@@ -1,0 +1,1 @@
+"""Task definitions; each module registers its task with `register_task`."""

@@ -1,0 +1,68 @@
+"""FP8 numerics: formats, scaled quantization, delayed scaling, FP8 dot_general, policy layers."""
+
+from calclip_jax.fp8.delayed import (
+    amax_from_history,
+    init_history,
+    merge_fp8_meta,
+    scale_from_history,
+    update_history,
+)
+from calclip_jax.fp8.dense import FP8_META, PolicyDense
+from calclip_jax.fp8.dot import fp8_dot_general, quantize_operand
+from calclip_jax.fp8.formats import (
+    fmt_max,
+    from_e8m0,
+    half_ulp_relative,
+    half_ulp_subnormal,
+    mantissa_bits,
+    max_scale_exp,
+    resolve_format,
+    round_scale_pow2,
+    to_e8m0,
+)
+from calclip_jax.fp8.kv import dequantize_kv, quantize_kv
+from calclip_jax.fp8.matmul import matmul_precisions, policy_dot_general, policy_einsum
+from calclip_jax.fp8.policy import PRESETS, PrecisionPolicy, TensorPrecision
+from calclip_jax.fp8.quantize import (
+    QuantizedArray,
+    compute_scale,
+    dequantize,
+    expand_scale,
+    quantize,
+    quantize_dequantize,
+)
+
+__all__ = [
+    "FP8_META",
+    "PRESETS",
+    "PolicyDense",
+    "PrecisionPolicy",
+    "QuantizedArray",
+    "TensorPrecision",
+    "amax_from_history",
+    "compute_scale",
+    "dequantize",
+    "dequantize_kv",
+    "expand_scale",
+    "fmt_max",
+    "fp8_dot_general",
+    "from_e8m0",
+    "half_ulp_relative",
+    "half_ulp_subnormal",
+    "init_history",
+    "mantissa_bits",
+    "matmul_precisions",
+    "max_scale_exp",
+    "merge_fp8_meta",
+    "policy_dot_general",
+    "policy_einsum",
+    "quantize",
+    "quantize_dequantize",
+    "quantize_kv",
+    "quantize_operand",
+    "resolve_format",
+    "round_scale_pow2",
+    "scale_from_history",
+    "to_e8m0",
+    "update_history",
+]

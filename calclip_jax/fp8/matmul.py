@@ -1,0 +1,111 @@
+"""Policy-driven matmuls: pick the f32, bf16 or FP8 path from ``TensorPrecision``s.
+
+Only the parameter matmuls (projections, MLP, lm_head) are policy-controlled; the attention
+score/value matmuls are not (models keep them in bf16/f32).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax.numpy as jnp
+from jax import lax
+
+from calclip_jax.fp8.dot import fp8_dot_general
+from calclip_jax.fp8.policy import PrecisionPolicy, TensorPrecision
+
+ROLES = ("dense", "lm_head")
+
+
+def matmul_precisions(
+    policy: PrecisionPolicy, role: str = "dense"
+) -> tuple[TensorPrecision, TensorPrecision, TensorPrecision]:
+    """(activations, weights, gradients) precisions of a matmul with ``role`` "dense"/"lm_head".
+
+    For "lm_head", ``policy.lm_head`` sets both operands; the gradient uses ``policy.gradients``
+    when lm_head is FP8, else lm_head's own dtype.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role={role!r} is not allowed; choose one of {list(ROLES)}")
+    if role == "dense":
+        return policy.activations, policy.weights, policy.gradients
+    head = policy.lm_head
+    return head, head, policy.gradients if head.is_fp8 else head
+
+
+def policy_dot_general(
+    lhs: jnp.ndarray,
+    rhs: jnp.ndarray,
+    dimension_numbers: Any,
+    lhs_prec: TensorPrecision,
+    rhs_prec: TensorPrecision,
+    grad_prec: TensorPrecision,
+    **fp8_kwargs: Any,
+) -> jnp.ndarray:
+    """float32 ``dot_general``: fp32 (HIGHEST) if both operands are fp32, else bf16 operands with
+    f32 accumulation if neither is FP8, else ``fp8_dot_general`` (``fp8_kwargs`` go there)."""
+    if lhs_prec.is_fp8 or rhs_prec.is_fp8:
+        return fp8_dot_general(
+            lhs,
+            rhs,
+            dimension_numbers,
+            lhs_prec=lhs_prec,
+            rhs_prec=rhs_prec,
+            grad_prec=grad_prec,
+            **fp8_kwargs,
+        )
+    if lhs_prec.dtype == "fp32" and rhs_prec.dtype == "fp32":
+        return lax.dot_general(
+            lhs.astype(jnp.float32),
+            rhs.astype(jnp.float32),
+            dimension_numbers,
+            precision=lax.Precision.HIGHEST,
+            preferred_element_type=jnp.float32,
+        )
+    return lax.dot_general(
+        lhs.astype(jnp.bfloat16),
+        rhs.astype(jnp.bfloat16),
+        dimension_numbers,
+        preferred_element_type=jnp.float32,
+    )
+
+
+def _parse_einsum(eqn: str, lhs_ndim: int, rhs_ndim: int) -> tuple[Any, tuple[int, ...]]:
+    """Dimension numbers and output permutation of a two-operand einsum without repeats/ellipsis."""
+    ins, out = eqn.replace(" ", "").split("->")
+    a, b = ins.split(",")
+    if len(a) != lhs_ndim or len(b) != rhs_ndim or "." in eqn:
+        raise ValueError(f"einsum {eqn!r} does not match operand ranks {lhs_ndim}, {rhs_ndim}")
+    if len(set(a)) != len(a) or len(set(b)) != len(b) or any(c not in a + b for c in out):
+        raise ValueError(f"unsupported einsum {eqn!r}")
+    batch = [c for c in a if c in b and c in out]
+    contract = [c for c in a if c in b and c not in out]
+    if any(c not in out for c in a + b if c not in contract):
+        raise ValueError(f"einsum {eqn!r}: summing a non-shared index is not supported")
+    dn = (
+        (tuple(a.index(c) for c in contract), tuple(b.index(c) for c in contract)),
+        (tuple(a.index(c) for c in batch), tuple(b.index(c) for c in batch)),
+    )
+    result = batch + [c for c in a if c not in b] + [c for c in b if c not in a]
+    return dn, tuple(result.index(c) for c in out)
+
+
+def policy_einsum(
+    eqn: str, x: jnp.ndarray, w: jnp.ndarray, policy: PrecisionPolicy, role: str = "dense"
+) -> jnp.ndarray:
+    """Two-operand einsum (activation ``x``, weight ``w``) under the policy; float32 out.
+
+    Stateless: "delayed" operands fall back to current per-tensor scaling and a delayed
+    gradient precision to "tensor" (use ``PolicyDense`` for real delayed scaling).
+    """
+    act, wgt, grad = (_stateless(p) for p in matmul_precisions(policy, role))
+    dn, perm = _parse_einsum(eqn, x.ndim, w.ndim)
+    out = policy_dot_general(x, w, dn, act, wgt, grad)
+    return jnp.transpose(out, perm)
+
+
+def _stateless(prec: TensorPrecision) -> TensorPrecision:
+    if prec.is_delayed:
+        return dataclasses.replace(prec, granularity="tensor")
+    return prec

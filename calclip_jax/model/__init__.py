@@ -1,0 +1,22 @@
+"""Llama/Qwen-family decoder with a precision policy, KV cache, log-probs and HF import."""
+
+from calclip_jax.model.config import ModelConfig
+from calclip_jax.model.forward import forward_logits, positions_from_mask
+from calclip_jax.model.hf_import import load_hf_checkpoint, load_hf_tokenizer
+from calclip_jax.model.kv_cache import init_cache
+from calclip_jax.model.logprobs import token_logprobs_and_entropy
+from calclip_jax.model.sharding import param_shardings, param_specs
+from calclip_jax.model.transformer import Transformer
+
+__all__ = [
+    "ModelConfig",
+    "Transformer",
+    "forward_logits",
+    "init_cache",
+    "load_hf_checkpoint",
+    "load_hf_tokenizer",
+    "param_shardings",
+    "param_specs",
+    "positions_from_mask",
+    "token_logprobs_and_entropy",
+]

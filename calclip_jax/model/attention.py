@@ -1,0 +1,98 @@
+"""Grouped-query self-attention with RoPE, optional QK-norm and an optional KV cache.
+
+The q/k/v/o projections are `PolicyDense` (precision-policy controlled). The score and value
+matmuls are not policy-controlled: they run with bfloat16 operands and float32 accumulation, or
+fully in float32 when the policy's activations are fp32. K and V always pass through the policy's
+`kv_cache` precision (stored quantized in the cache, quantize-dequantized without one), so cached
+decoding and full recomputation see the same keys and values.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from calclip_jax.fp8 import PolicyDense, PrecisionPolicy
+from calclip_jax.model import kv_cache
+from calclip_jax.model.config import ModelConfig
+from calclip_jax.model.layers import RMSNorm, apply_rope
+
+_MASKED = -1e30
+
+
+def attention_compute_dtype(policy: PrecisionPolicy) -> jnp.dtype:
+    """float32 when the policy's activations are fp32, else bfloat16 (operands only)."""
+    return jnp.float32 if policy.activations.dtype == "fp32" else jnp.bfloat16
+
+
+def attend(
+    q_BTNH: jax.Array, k_BSKH: jax.Array, v_BSKH: jax.Array, mask_BTS: jax.Array, dtype: jnp.dtype
+) -> jax.Array:
+    """Masked softmax attention with GQA; returns float32 [B, T, N, H]."""
+    b, t, n, h = q_BTNH.shape
+    k_heads = k_BSKH.shape[2]
+    q_BTKRH = q_BTNH.reshape(b, t, k_heads, n // k_heads, h).astype(dtype)
+    prec = jax.lax.Precision.HIGHEST if dtype == jnp.float32 else None
+    scores_BKRTS = jnp.einsum(
+        "btkrh,bskh->bkrts",
+        q_BTKRH,
+        k_BSKH.astype(dtype),
+        preferred_element_type=jnp.float32,
+        precision=prec,
+    ) / jnp.sqrt(jnp.float32(h))
+    scores_BKRTS = jnp.where(mask_BTS[:, None, None], scores_BKRTS, _MASKED)
+    probs_BKRTS = jax.nn.softmax(scores_BKRTS, axis=-1)
+    out_BTKRH = jnp.einsum(
+        "bkrts,bskh->btkrh",
+        probs_BKRTS.astype(dtype),
+        v_BSKH.astype(dtype),
+        preferred_element_type=jnp.float32,
+        precision=prec,
+    )
+    return out_BTKRH.reshape(b, t, n, h)
+
+
+class Attention(nn.Module):
+    """Self-attention block body: projections, QK-norm, RoPE, cache update, attention, o_proj."""
+
+    config: ModelConfig
+    policy: PrecisionPolicy
+
+    @nn.compact
+    def __call__(
+        self,
+        x_BTD: jax.Array,
+        cos_BTH: jax.Array,
+        sin_BTH: jax.Array,
+        mask_BTS: jax.Array,
+        layer_cache: dict[str, jax.Array] | None = None,
+        cache_index: jax.Array | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array] | None]:
+        cfg, pol = self.config, self.policy
+        b, t, _ = x_BTD.shape
+        bias = cfg.attention_bias
+
+        def proj(name: str, heads: int) -> jax.Array:
+            out = PolicyDense(heads * cfg.head_dim, pol, use_bias=bias, name=name)(x_BTD)
+            return out.reshape(b, t, heads, cfg.head_dim)
+
+        q_BTNH = proj("q_proj", cfg.n_heads)
+        k_BTKH = proj("k_proj", cfg.n_kv_heads)
+        v_BTKH = proj("v_proj", cfg.n_kv_heads)
+        if cfg.qk_norm:
+            q_BTNH = RMSNorm(cfg.norm_eps, name="q_norm")(q_BTNH)
+            k_BTKH = RMSNorm(cfg.norm_eps, name="k_norm")(k_BTKH)
+        q_BTNH = apply_rope(q_BTNH, cos_BTH, sin_BTH)
+        k_BTKH = apply_rope(k_BTKH, cos_BTH, sin_BTH)
+
+        if layer_cache is None:
+            k_BSKH = kv_cache.roundtrip(k_BTKH, pol.kv_cache)
+            v_BSKH = kv_cache.roundtrip(v_BTKH, pol.kv_cache)
+        else:
+            layer_cache = kv_cache.write(layer_cache, k_BTKH, v_BTKH, cache_index, pol.kv_cache)
+            k_BSKH, v_BSKH = kv_cache.read(layer_cache)
+
+        out_BTNH = attend(q_BTNH, k_BSKH, v_BSKH, mask_BTS, attention_compute_dtype(pol))
+        out_BTD = out_BTNH.reshape(b, t, cfg.n_heads * cfg.head_dim)
+        return PolicyDense(cfg.d_model, pol, name="o_proj")(out_BTD), layer_cache

@@ -1,0 +1,1 @@
+"""Model-agnostic RL core: advantages, policy losses, corrections, calibration, diagnostics."""

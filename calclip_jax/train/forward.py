@@ -1,0 +1,45 @@
+"""Per-token log-probs of a batch under a given precision policy (trainer, shadow, old policy)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+
+from calclip_jax.fp8 import FP8_META, PrecisionPolicy
+from calclip_jax.model import ModelConfig, Transformer, token_logprobs_and_entropy
+
+Batch = Mapping[str, jax.Array]
+
+
+def variables_of(params: Any, fp8_meta: Any) -> dict[str, Any]:
+    """Flax variables: params plus the delayed-scaling collection when there is one."""
+    return {"params": params, FP8_META: fp8_meta} if fp8_meta else {"params": params}
+
+
+def batch_logprobs(
+    model_config: ModelConfig,
+    policy: PrecisionPolicy,
+    params: Any,
+    fp8_meta: Any,
+    batch: Batch,
+    *,
+    update_fp8_meta: bool = False,
+) -> tuple[jax.Array, jax.Array, Any]:
+    """(logp_BT, entropy_BT, fp8_meta') of batch["tokens"] on batch["response_mask"] positions.
+
+    With `update_fp8_meta` the delayed-scaling histories observe this forward (train step only).
+    """
+    model = Transformer(model_config, policy)
+    args = (batch["tokens"], batch["positions"], batch["attn_mask"])
+    variables = variables_of(params, fp8_meta)
+    if update_fp8_meta and fp8_meta:
+        (logits_BTV, _), mutated = model.apply(variables, *args, mutable=[FP8_META])
+        fp8_meta = mutated[FP8_META]
+    else:
+        logits_BTV, _ = model.apply(variables, *args)
+    logp_BT, entropy_BT = token_logprobs_and_entropy(
+        logits_BTV, batch["tokens"], batch["response_mask"]
+    )
+    return logp_BT, entropy_BT, fp8_meta

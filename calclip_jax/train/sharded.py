@@ -1,0 +1,39 @@
+"""The jitted, sharded, state-donating train step and the shardings it is compiled with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+from jax.sharding import Mesh, NamedSharding
+
+from calclip_jax.model.sharding import path_str, spec_for
+from calclip_jax.train.mesh import batch_sharding, replicated, tree_shardings
+from calclip_jax.train.state import TrainState
+
+
+def state_shardings(state: TrainState, mesh: Mesh) -> Any:
+    """Params and their optimizer moments by the model's partition rules; the rest replicated."""
+    return tree_shardings(state, mesh, lambda path, shape: spec_for(path_str(path)))
+
+
+def batch_shardings(batch: dict[str, Any], mesh: Mesh) -> dict[str, NamedSharding]:
+    """Every batch array split over (data, fsdp) along its leading dimension."""
+    return {k: batch_sharding(mesh) for k in batch}
+
+
+def jit_train_step(step: Callable, state: TrainState, batch: dict[str, Any], mesh: Mesh) -> Callable:
+    """`jax.jit(step)` with explicit in/out shardings over `mesh` and the state donated."""
+    state_sh = state_shardings(state, mesh)
+    return jax.jit(
+        step,
+        in_shardings=(state_sh, batch_shardings(batch, mesh)),
+        out_shardings=(state_sh, replicated(mesh)),
+        donate_argnums=0,
+    )
+
+
+def shard_state(state: TrainState, mesh: Mesh) -> TrainState:
+    """Place a state on the mesh with the shardings the step is compiled for."""
+    return jax.device_put(state, state_shardings(state, mesh))

@@ -1,0 +1,50 @@
+"""The train state: one pytree holding everything a train step reads and writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from calclip_jax.fp8 import FP8_META, PrecisionPolicy
+from calclip_jax.model import ModelConfig, Transformer
+
+
+class TrainState(flax.struct.PyTreeNode):
+    """params: float32 master weights; fp8_meta: delayed-scaling amax histories ({} if unused);
+    clip_lower / clip_upper: the clip bounds in use (carried, EMA-smoothed under calibration);
+    skipped_updates: count of steps whose gradients were non-finite and were not applied."""
+
+    step: jax.Array
+    params: Any
+    opt_state: Any
+    fp8_meta: Any
+    clip_lower: jax.Array
+    clip_upper: jax.Array
+    skipped_updates: jax.Array
+
+
+def init_variables(model_config: ModelConfig, policy: PrecisionPolicy, rng: jax.Array,
+                   seq_len: int = 8) -> tuple[Any, Any]:
+    """(params, fp8_meta) of a fresh model; fp8_meta is {} unless the policy uses delayed scaling."""
+    tokens = jnp.zeros((1, seq_len), jnp.int32)
+    positions = jnp.arange(seq_len, dtype=jnp.int32)[None]
+    variables = Transformer(model_config, policy).init(rng, tokens, positions, jnp.ones_like(tokens))
+    return variables["params"], dict(variables.get(FP8_META, {}))
+
+
+def create_train_state(params: Any, fp8_meta: Any, tx: optax.GradientTransformation,
+                       eps_low: float, eps_high: float) -> TrainState:
+    """Step 0 state with the static clip bounds (1 - eps_low, 1 + eps_high) as the warm start."""
+    return TrainState(
+        step=jnp.zeros((), jnp.int32),
+        params=params,
+        opt_state=tx.init(params),
+        fp8_meta=fp8_meta,
+        clip_lower=jnp.float32(1.0 - eps_low),
+        clip_upper=jnp.float32(1.0 + eps_high),
+        skipped_updates=jnp.zeros((), jnp.int32),
+    )

@@ -1,0 +1,139 @@
+"""The train step: one pure function (state, minibatch) -> (state, metrics).
+
+FP8 (or BF16) forward + backward per the trainer policy, mismatch correction weights, the PPO
+loss with the carried clip bounds, optax update (skipped when gradients are non-finite),
+delayed-scaling state update, and, every `calibration.period` steps, Calibrated Clipping:
+a no-grad shadow forward (BF16) of the current policy gives reference ratios against the old
+policy's shadow log-probs (batch["old_logp_ref"], computed once per rollout batch), and the
+calibrated (lower, upper) are EMA-smoothed into the state. The FP8 ratio it calibrates is the
+one of the differentiated forward itself: no extra FP8 forward is paid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from calclip_jax.fp8 import merge_fp8_meta
+from calclip_jax.model import ModelConfig
+from calclip_jax.rl.calibration import calibrated_bounds_with_aux, smooth_bounds
+from calclip_jax.rl.corrections import mismatch_weights
+from calclip_jax.rl.diagnostics import rl_diagnostics
+from calclip_jax.rl.losses import ppo_policy_loss
+from calclip_jax.train.config import StepConfig
+from calclip_jax.train.forward import Batch, batch_logprobs
+from calclip_jax.train.state import TrainState
+
+Metrics = dict[str, jax.Array]
+REF_METRICS = ("clip_frac_lower_neg_ref", "clip_frac_upper_pos_ref")
+
+
+def _masked_ratio(logp_BT: jax.Array, base_BT: jax.Array, mask_BT: jax.Array) -> jax.Array:
+    return jnp.exp(jnp.where(mask_BT.astype(bool), logp_BT - base_BT, 0.0))
+
+
+def _select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def make_train_step(
+    model_config: ModelConfig, cfg: StepConfig, tx: optax.GradientTransformation
+) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
+    """The un-jitted step; see `jit_train_step` for the sharded, donated version."""
+    rl, calib = cfg.rl, cfg.calibration
+    static_bounds = (jnp.float32(1.0 - rl.eps_low), jnp.float32(1.0 + rl.eps_high))
+    use_kl = rl.kl_beta > 0
+
+    def shadow_ratio(params: Any, batch: Batch, do_calib: jax.Array) -> jax.Array:
+        def compute(p: Any) -> jax.Array:
+            logp_BT, _, _ = batch_logprobs(model_config, calib.shadow_policy, p, {}, batch)
+            return logp_BT
+
+        logp_ref_BT = lax.cond(
+            do_calib, compute, lambda p: jnp.zeros_like(batch["old_logp"]),
+            lax.stop_gradient(params),
+        )
+        return _masked_ratio(logp_ref_BT, batch["old_logp_ref"], batch["response_mask"])
+
+    def step(state: TrainState, batch: Batch) -> tuple[TrainState, Metrics]:
+        mask_BT, adv = batch["response_mask"], batch["advantages"]
+        old_logp_BT = batch["old_logp"]
+        do_calib = (state.step % calib.period) == 0 if calib.enabled else jnp.bool_(False)
+        ratio_ref_BT = shadow_ratio(state.params, batch, do_calib) if calib.enabled else None
+
+        def loss_fn(params: Any, fp8_meta: Any):
+            logp_BT, entropy_BT, new_meta = batch_logprobs(
+                model_config, cfg.policy, params, fp8_meta, batch, update_fp8_meta=True
+            )
+            weights_BT, corr_aux = mismatch_weights(
+                old_logp_BT, batch["rollout_logp"], mask_BT, rl.correction
+            )
+            bounds = (state.clip_lower, state.clip_upper)
+            calib_aux: Metrics = {}
+            if calib.enabled:
+                ratio_BT = _masked_ratio(lax.stop_gradient(logp_BT), old_logp_BT, mask_BT)
+                lower, upper, calib_aux = calibrated_bounds_with_aux(
+                    ratio_BT, ratio_ref_BT, adv, mask_BT, eps_low=rl.eps_low,
+                    eps_high=rl.eps_high, upper_rule=calib.upper_rule,
+                    upper_max=calib.upper_max,
+                )
+                smoothed = smooth_bounds(bounds, (lower, upper), calib.ema)
+                bounds = tuple(jnp.where(do_calib, s, b) for s, b in zip(smoothed, bounds,
+                                                                           strict=True))
+            loss, loss_aux = ppo_policy_loss(
+                logp_BT, old_logp_BT, adv, mask_BT, eps_low=rl.eps_low, eps_high=rl.eps_high,
+                bounds=bounds, dual_clip_c=rl.dual_clip_c, is_weights=weights_BT, agg=rl.agg,
+                ref_logp=batch["ref_logp"] if use_kl else None, kl_beta=rl.kl_beta,
+                kl_estimator=rl.kl_estimator,
+            )
+            aux = (loss_aux, logp_BT, entropy_BT, bounds, weights_BT, new_meta,
+                   {**corr_aux, **calib_aux})
+            return loss, aux
+
+        grad_fn = jax.grad(loss_fn, argnums=(0, 1), has_aux=True)
+        (grads, meta_grads), aux = grad_fn(state.params, state.fp8_meta)
+        loss_aux, logp_BT, entropy_BT, bounds, weights_BT, new_meta, extra = aux
+        grad_norm = optax.tree.norm(grads)
+        finite = jnp.isfinite(grad_norm)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        fp8_meta = merge_fp8_meta(new_meta, meta_grads) if state.fp8_meta else state.fp8_meta
+        new_state = state.replace(
+            step=state.step + 1,
+            params=_select_tree(finite, params, state.params),
+            opt_state=_select_tree(finite, opt_state, state.opt_state),
+            fp8_meta=_select_tree(finite, fp8_meta, state.fp8_meta),
+            clip_lower=bounds[0],
+            clip_upper=bounds[1],
+            skipped_updates=state.skipped_updates + (~finite).astype(jnp.int32),
+        )
+        metrics = rl_diagnostics(
+            logp_BT, old_logp_BT, adv, mask_BT, bounds,
+            rollout_logp_BT=batch["rollout_logp"], entropy=entropy_BT,
+            ratio_ref_BT=ratio_ref_BT, ref_bounds=static_bounds,
+            ref_logp_BT=batch["ref_logp"] if use_kl else None, dual_clip_c=rl.dual_clip_c,
+            is_weights_BT=weights_BT, tis_cap=rl.correction.tis_cap,
+        )
+        nan = jnp.float32(jnp.nan)
+        for name in REF_METRICS:
+            if name in metrics:
+                metrics[name] = jnp.where(do_calib, metrics[name], nan)
+        for name, value in extra.items():
+            metrics[name] = jnp.where(do_calib, value, nan) if name.startswith("calib_") else value
+        metrics.update(
+            loss=loss_aux["pg_loss"] + rl.kl_beta * loss_aux.get("kl_loss", 0.0),
+            pg_loss=loss_aux["pg_loss"],
+            clip_frac=loss_aux["clip_frac"],
+            grad_norm=grad_norm,
+            update_skipped=(~finite).astype(jnp.float32),
+            skipped_updates=new_state.skipped_updates.astype(jnp.float32),
+            calibrated=do_calib.astype(jnp.float32),
+        )
+        return new_state, {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}
+
+    return step

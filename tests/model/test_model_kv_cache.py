@@ -1,0 +1,86 @@
+"""Cached prefill + one-token decode equals full recomputation (bf16, FP8, FP8 KV cache)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from model_testutil import TINY, init_params
+
+from calclip_jax.fp8 import PrecisionPolicy, TensorPrecision
+from calclip_jax.model import Transformer, forward_logits, init_cache, positions_from_mask
+
+B, T, P = 2, 10, 5
+
+
+def _policy(preset: str, kv: str | None) -> PrecisionPolicy:
+    pol = PrecisionPolicy.preset(preset)
+    return pol if kv is None else dataclasses.replace(pol, kv_cache=TensorPrecision(kv))
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _cached_logits(policy, params, tokens_BT, mask_BT):
+    """Prefill P tokens, then decode the rest one token at a time; logits of every position."""
+    model = Transformer(TINY, policy)
+    pos_BT = positions_from_mask(mask_BT)
+    cache = init_cache(TINY, policy.kv_cache, B, T)
+    run = functools.partial(model.apply, {"params": params})
+    pre_BPV, cache = run(tokens_BT[:, :P], pos_BT[:, :P], mask_BT[:, :P], cache, 0)
+
+    def step(cache, t):
+        col = lambda x: jax.lax.dynamic_slice_in_dim(x, t, 1, axis=1)
+        logits, cache = run(col(tokens_BT), col(pos_BT), col(mask_BT), cache, t)
+        return cache, logits[:, 0]
+
+    _, dec_NBV = jax.lax.scan(step, cache, jnp.arange(P, T))
+    return jnp.concatenate([pre_BPV, jnp.swapaxes(dec_NBV, 0, 1)], axis=1)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    params = init_params(TINY, seed=1)
+    tokens = jax.random.randint(jax.random.key(5), (B, T), 1, TINY.vocab_size)
+    mask = jnp.ones((B, T), jnp.int32).at[1, :3].set(0)  # row 1 left-padded by 3
+    return params, tokens * mask, mask
+
+
+@pytest.mark.parametrize(
+    "preset,kv,rel_tol",
+    [
+        ("fp32", None, 1e-5),
+        ("bf16", None, 2e-3),
+        ("fp8_block", "e4m3", 2e-3),  # per-token activation groups (batch-invariant), FP8 KV
+        ("fp8_tensor", "e4m3", 0.15),  # per-tensor activation scale depends on the chunk
+    ],
+)
+def test_cached_matches_recompute(setup, preset, kv, rel_tol):
+    params, tokens, mask = setup
+    policy = _policy(preset, kv)
+    full = jax.jit(forward_logits, static_argnums=(0, 3))(TINY, params, tokens, policy, mask)
+    cached = _cached_logits(policy, params, tokens, mask)
+    chex.assert_equal_shape([full, cached])
+    real = np.asarray(mask, bool)
+    diff = np.abs(np.asarray(full - cached))[real]
+    scale = np.abs(np.asarray(full))[real].max()
+    assert diff.max() <= rel_tol * scale, (preset, kv, diff.max(), scale)
+    if rel_tol < 0.01:  # greedy next tokens agree wherever the top-2 gap exceeds the tolerance
+        top2 = np.sort(np.asarray(full), axis=-1)[..., -2:]
+        clear = real & (top2[..., 1] - top2[..., 0] > 2 * rel_tol * scale)
+        np.testing.assert_array_equal(
+            np.argmax(full, -1)[clear], np.argmax(np.asarray(cached), -1)[clear]
+        )
+
+
+def test_fp8_kv_cache_storage(setup):
+    policy = _policy("bf16", "e4m3")
+    cache = init_cache(TINY, policy.kv_cache, 2, 6)
+    chex.assert_shape(cache["layers_0"]["k"], (2, 6, TINY.n_kv_heads, TINY.head_dim))
+    chex.assert_shape(cache["layers_0"]["k_scale"], (2, 6, TINY.n_kv_heads, 1))
+    assert cache["layers_0"]["v"].dtype == jnp.float8_e4m3fn
+    assert cache["key_mask"].shape == (2, 6) and not bool(cache["key_mask"].any())
+    assert "k_scale" not in init_cache(TINY, TensorPrecision("bf16"), 2, 6)["layers_0"]

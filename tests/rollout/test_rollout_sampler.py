@@ -1,0 +1,110 @@
+"""Sampler: shapes, EOS / max length / masks, cache vs recompute, log-probs vs trainer forward."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from rollout_testutil import TINY, init_params, prompts
+
+from calclip_jax.fp8 import PrecisionPolicy, TensorPrecision
+from calclip_jax.model import forward_logits, token_logprobs_and_entropy
+from calclip_jax.rollout import sample, sync_weights
+
+B, G, P, N = 2, 3, 5, 6
+NO_EOS = -1
+FWD = jax.jit(forward_logits, static_argnums=(0, 3))
+
+
+@pytest.fixture(scope="module")
+def params():
+    return init_params(seed=3)
+
+
+def _run(params, policy, eos=NO_EOS, **kw):
+    tokens, mask = prompts(B, P)
+    options = dict(num_samples=G, max_new_tokens=N, eos_id=eos, pad_id=0, temperature=1.0)
+    return sample(params, TINY, policy, tokens, mask, jax.random.key(7), **(options | kw))
+
+
+def _trainer_logp(params, policy, batch):
+    logits = FWD(TINY, params, batch.tokens, policy, batch.attn_mask)
+    return token_logprobs_and_entropy(logits, batch.tokens, batch.response_mask)[0]
+
+
+def test_shapes_lengths_and_logp_match_trainer_fp32(params):
+    pol = PrecisionPolicy.preset("fp32")
+    out = _run(params, pol, top_k=8, top_p=0.9)
+    for x in (out.tokens, out.attn_mask, out.positions, out.response_mask, out.rollout_logp):
+        chex.assert_shape(x, (B * G, P + N))
+    chex.assert_shape(out.response_len, (B * G,))
+    np.testing.assert_array_equal(out.response_len, N)  # no EOS: max length
+    np.testing.assert_array_equal(out.response_mask[:, P:], 1)
+    np.testing.assert_array_equal(out.response_mask[:, :P], 0)
+    tokens, mask = prompts(B, P)
+    np.testing.assert_array_equal(out.tokens[:, :P], np.repeat(tokens, G, axis=0))
+    np.testing.assert_array_equal(out.attn_mask[:, :P], np.repeat(mask, G, axis=0))
+    assert len({tuple(r) for r in np.asarray(out.tokens[:G, P:])}) > 1  # G distinct samples
+    trainer = _trainer_logp(params, pol, out)
+    np.testing.assert_allclose(out.rollout_logp, trainer, atol=1e-4)
+    assert float(jnp.max(out.rollout_logp)) <= 0.0 and float(jnp.min(out.rollout_logp)) < -0.01
+    # top-k 8: every sampled token is among the 8 most likely under the (identical) logits
+    logits = FWD(TINY, params, out.tokens, pol, out.attn_mask)[:, P - 1 : -1]
+    rank = jnp.sum(logits > jnp.take_along_axis(logits, out.tokens[:, P:, None], -1), -1)
+    assert int(rank.max()) < 8
+
+    # EOS: re-run with the token row 0 drew at step 2 as EOS; same key, same draws before it
+    eos = int(out.tokens[0, P + 2])
+    stop = _run(params, pol, eos=eos, top_k=8, top_p=0.9)
+    resp = np.asarray(out.tokens[:, P:])
+    first = np.where((resp == eos).any(1), (resp == eos).argmax(1) + 1, N)
+    np.testing.assert_array_equal(stop.response_len, first)
+    assert int(stop.response_len[0]) <= 3
+    for i, n in enumerate(first):
+        np.testing.assert_array_equal(stop.tokens[i, : P + n], out.tokens[i, : P + n])
+        np.testing.assert_array_equal(stop.tokens[i, P + n :], 0)  # pad after EOS
+        np.testing.assert_array_equal(stop.response_mask[i, P + n :], 0)
+        np.testing.assert_array_equal(stop.rollout_logp[i, P + n :], 0.0)
+
+
+def _fp8_kv(preset: str) -> PrecisionPolicy:
+    return dataclasses.replace(PrecisionPolicy.preset(preset), kv_cache=TensorPrecision("e4m3"))
+
+
+@pytest.mark.parametrize("policy", [PrecisionPolicy.preset("bf16"), _fp8_kv("fp8_block")])
+def test_greedy_cache_equals_recompute_and_trainer(params, policy):
+    cached = _run(params, policy, temperature=0.0)
+    full = _run(params, policy, temperature=0.0, use_cache=False)
+    np.testing.assert_array_equal(cached.tokens, full.tokens)
+    np.testing.assert_allclose(cached.rollout_logp, full.rollout_logp, atol=2e-3)
+    np.testing.assert_allclose(
+        cached.rollout_logp, _trainer_logp(params, policy, cached), atol=2e-3
+    )
+
+
+def test_weight_sync_is_exact():
+    params = init_params(seed=4)
+    tokens, mask = prompts(B, P)
+    for preset in ("fp8_tensor", "fp8_block"):
+        pol = PrecisionPolicy.preset(preset)
+        synced, run_pol = sync_weights(params, pol)
+        assert run_pol.weights.dtype == "fp32"
+        k = synced["layers_0"]["mlp"]["up_proj"]["kernel"]
+        assert len(np.unique(np.asarray(k))) < k.size  # snapped to an FP8 grid
+        np.testing.assert_allclose(
+            FWD(TINY, synced, tokens, run_pol, mask),
+            FWD(TINY, params, tokens, pol, mask),
+            atol=1e-5,
+        )
+    synced, _ = sync_weights(params, PrecisionPolicy.preset("bf16"))
+    assert synced["layers_0"]["attn"]["q_proj"]["kernel"].dtype == jnp.bfloat16
+    assert synced["embed"]["embedding"].dtype == jnp.float32
+
+
+def test_delayed_policy_needs_fp8_meta(params):
+    with pytest.raises(ValueError, match="fp8_meta"):
+        _run(params, PrecisionPolicy.preset("fp8_delayed"))

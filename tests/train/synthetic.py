@@ -1,0 +1,56 @@
+"""A small synthetic rollout batch for train-step tests (no sampler, no task)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.model import ModelConfig
+from calclip_jax.train import (
+    OptimConfig,
+    StepConfig,
+    create_train_state,
+    init_variables,
+    make_optimizer,
+)
+
+TINY = ModelConfig(
+    vocab_size=32, d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=64,
+    max_seq_len=32,
+)
+
+
+def rollout_batch(batch: int = 8, prompt: int = 4, response: int = 8, seed: int = 0,
+                  vocab: int = 32) -> dict[str, np.ndarray]:
+    """Left-padded prompts + responses with ragged lengths, +-1 advantages, noisy rollout logp."""
+    rng = np.random.default_rng(seed)
+    t = prompt + response
+    tokens = rng.integers(3, vocab, size=(batch, t)).astype(np.int32)
+    attn = np.ones((batch, t), np.int32)
+    attn[::2, 0] = 0  # left padding on every other row
+    tokens[attn == 0] = 0
+    resp = np.zeros((batch, t), np.int32)
+    lengths = rng.integers(2, response + 1, size=batch)
+    for i, n in enumerate(lengths):
+        resp[i, prompt:prompt + n] = 1
+        attn[i, prompt + n:] = 0
+        tokens[i, prompt + n:] = 0
+    positions = np.maximum(np.cumsum(attn, axis=1) - 1, 0).astype(np.int32)
+    adv = np.where(np.arange(batch) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    rollout_logp = (-1.5 + 0.1 * rng.standard_normal((batch, t))).astype(np.float32) * resp
+    return {
+        "tokens": tokens, "positions": positions, "attn_mask": attn, "response_mask": resp,
+        "advantages": adv, "rollout_logp": rollout_logp,
+    }
+
+
+def make_setup(policy: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwargs):
+    """(step_config, tx, state) for the tiny model."""
+    step_cfg = StepConfig(policy=PrecisionPolicy.preset(policy),
+                          optim=OptimConfig(learning_rate=lr), **step_kwargs)
+    import jax
+
+    params, meta = init_variables(TINY, step_cfg.policy, jax.random.key(seed))
+    tx = make_optimizer(step_cfg.optim)
+    state = create_train_state(params, meta, tx, step_cfg.rl.eps_low, step_cfg.rl.eps_high)
+    return step_cfg, tx, state

@@ -1,0 +1,133 @@
+"""The train step: metrics, plain-PPO equivalence, non-finite skip, delayed state, calibration."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from calclip_jax.model import Transformer, token_logprobs_and_entropy
+from calclip_jax.rl.corrections import CorrectionConfig
+from calclip_jax.rl.losses import ppo_policy_loss
+from calclip_jax.rl.presets import get_preset
+from calclip_jax.train import (
+    CalibrationConfig,
+    PPOUpdater,
+    create_train_state,
+    make_train_step,
+)
+from tests.train.synthetic import TINY, make_setup, rollout_batch
+
+DIAGNOSTICS = (
+    "entropy", "clip_frac_lower_neg", "clip_frac_upper_pos", "zero_grad_frac_neg",
+    "zero_grad_frac_pos", "ratio_neg_p01", "ratio_neg_p50", "ratio_pos_p99", "clip_lower",
+    "clip_upper", "mismatch_k3", "mismatch_logp_abs", "token_mult_prob_error", "max_prob_diff",
+    "tis_trunc_frac", "grad_norm", "clip_frac_lower_neg_ref", "clip_frac_upper_pos_ref",
+)
+
+
+def _prepared(step_cfg, state, seed=0):
+    updater = PPOUpdater(TINY, step_cfg, train_step=None, epochs=1, num_minibatches=1,
+                         ref_params=state.params)
+    return updater.prepare(state, rollout_batch(seed=seed))
+
+
+def test_fp8_calibrated_step_reports_every_diagnostic():
+    rl = dataclasses.replace(get_preset("dapo"), correction=CorrectionConfig(mode="token_tis"))
+    cfg, tx, state = make_setup("fp8_block", rl=rl, calibration=CalibrationConfig(enabled=True))
+    batch = _prepared(cfg, state)
+    step = jax.jit(make_train_step(TINY, cfg, tx))
+    state, m1 = step(state, batch)
+    state, m2 = step(state, batch)
+    for name in DIAGNOSTICS:
+        assert name in m2, name
+        assert np.isfinite(m2[name]), (name, m2[name])
+    # step 0: ratio is exactly 1 (old log-probs from the same precision), so nothing is clipped
+    assert float(m1["ratio_neg_p50"]) == pytest.approx(1.0, abs=1e-6)
+    assert float(m1["clip_frac_lower_neg"]) == 0.0
+    assert int(state.step) == 2 and float(m2["calibrated"]) == 1.0
+
+
+def _plain_ppo_params(cfg, tx, state, batch):
+    """Reference: grad of the PPO loss through the model, optax update; no calibration code."""
+    model = Transformer(TINY, cfg.policy)
+
+    def loss_fn(params):
+        logits, _ = model.apply({"params": params}, batch["tokens"], batch["positions"],
+                                batch["attn_mask"])
+        logp, _ = token_logprobs_and_entropy(logits, batch["tokens"], batch["response_mask"])
+        loss, _ = ppo_policy_loss(logp, batch["old_logp"], batch["advantages"],
+                                  batch["response_mask"], eps_low=cfg.rl.eps_low,
+                                  eps_high=cfg.rl.eps_high, agg=cfg.rl.agg)
+        return loss
+
+    grads = jax.grad(loss_fn)(state.params)
+    updates, _ = tx.update(grads, state.opt_state, state.params)
+    return optax.apply_updates(state.params, updates)
+
+
+def test_calibration_off_is_plain_ppo():
+    rl = dataclasses.replace(get_preset("grpo"), kl_beta=0.0)
+    cfg, _, state = make_setup("fp32", rl=rl)
+    tx = optax.sgd(1.0)  # linear in the gradient: Adam would amplify near-zero differences
+    state = create_train_state(state.params, {}, tx, rl.eps_low, rl.eps_high)
+    batch = _prepared(cfg, state)
+    # perturb params so the ratio leaves 1 and clipping is active
+    state = state.replace(params=jax.tree.map(lambda p: p * 1.3, state.params))
+    expected = jax.jit(_plain_ppo_params, static_argnums=(0, 1))(cfg, tx, state, batch)
+    new_state, metrics = jax.jit(make_train_step(TINY, cfg, tx))(state, batch)
+    assert float(metrics["clip_frac"]) > 0
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), new_state.params,
+                 expected)
+    assert float(new_state.clip_lower) == pytest.approx(0.8)
+
+
+def test_non_finite_gradient_skips_update():
+    cfg, tx, state = make_setup("bf16")
+    batch = _prepared(cfg, state)
+    batch["advantages"] = batch["advantages"].copy()
+    batch["advantages"][0] = np.nan
+    before = jax.tree.map(np.asarray, state.params)
+    new_state, metrics = jax.jit(make_train_step(TINY, cfg, tx))(state, batch)
+    jax.tree.map(np.testing.assert_array_equal, jax.tree.map(np.asarray, new_state.params), before)
+    assert float(metrics["update_skipped"]) == 1.0 and int(new_state.skipped_updates) == 1
+
+
+def test_delayed_scaling_histories_update():
+    cfg, tx, state = make_setup("fp8_delayed")
+    assert state.fp8_meta, "delayed scaling must create fp8_meta state"
+    batch = _prepared(cfg, state)
+    new_state, _ = jax.jit(make_train_step(TINY, cfg, tx))(state, batch)
+    leaves = jax.tree_util.tree_leaves_with_path(new_state.fp8_meta)
+    for path, hist in leaves:
+        assert float(hist[0]) > 0, f"{jax.tree_util.keystr(path)} did not record an amax"
+
+
+def test_calibration_period_gates_bounds():
+    calib = CalibrationConfig(enabled=True, period=2, ema=0.0)
+    cfg, tx, state = make_setup("fp8_tensor", calibration=calib, lr=3e-2)
+    batch = _prepared(cfg, state)
+    step = jax.jit(make_train_step(TINY, cfg, tx))
+    flags, bounds = [], []
+    for _ in range(4):
+        state, m = step(state, batch)
+        flags.append(float(m["calibrated"]))
+        bounds.append((float(m["clip_lower"]), float(m["clip_upper"])))
+        assert np.isnan(m["clip_frac_lower_neg_ref"]) == (flags[-1] == 0.0)
+    assert flags == [1.0, 0.0, 1.0, 0.0]
+    assert bounds[1] == bounds[0] and bounds[3] == bounds[2]
+
+
+def test_ppo_updater_runs_epochs_times_minibatches():
+    cfg, tx, state = make_setup("bf16")
+    step = jax.jit(make_train_step(TINY, cfg, tx), donate_argnums=0)
+    updater = PPOUpdater(TINY, cfg, step, epochs=2, num_minibatches=2, ref_params=state.params)
+    state, metrics = updater.update(state, rollout_batch(), np.random.default_rng(0))
+    assert len(metrics) == 4 and int(state.step) == 4
+    assert all(np.isfinite(m["loss"]) for m in metrics)
+    assert metrics[0]["ratio_pos_p50"] == pytest.approx(1.0, abs=1e-6)
+    assert jnp.isfinite(metrics[-1]["grad_norm"])
