@@ -75,6 +75,7 @@ def round_scale_pow2(scale: jnp.ndarray, max_exp: int = MAX_SCALE_EXP) -> jnp.nd
 
     Rounding up never makes x / scale overflow the format, so amax still fits after rounding.
     """
+    scale = jnp.maximum(scale, 2.0**MIN_SCALE_EXP)  # no subnormals (may be flushed to zero)
     mant, exp = jnp.frexp(scale)  # scale = mant * 2**exp, mant in [0.5, 1)
     exp = jnp.where(mant == 0.5, exp - 1, exp)
     exp = jnp.clip(exp, MIN_SCALE_EXP, max_exp)

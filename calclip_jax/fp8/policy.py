@@ -4,6 +4,7 @@ and a scaling granularity. Validated at construction; built from presets, dicts 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,7 +53,7 @@ class TensorPrecision:
             object.__setattr__(self, "block_shape", bs)
         if not isinstance(self.amax_history_len, int) or self.amax_history_len < 1:
             raise ValueError(f"amax_history_len={self.amax_history_len!r} must be an int >= 1")
-        if not isinstance(self.margin, int | float) or self.margin != self.margin:
+        if not isinstance(self.margin, int | float) or not math.isfinite(self.margin):
             raise ValueError(f"margin={self.margin!r} must be a finite number")
         if not isinstance(self.pow2_scale, bool):
             raise ValueError(f"pow2_scale={self.pow2_scale!r} must be True or False")

@@ -49,6 +49,7 @@ class CalibrationConfig:
     ema_beta: float = 0.5  # bounds <- beta * old + (1 - beta) * new at each recalibration
     upper_max: float | None = None  # cap on the upper bound; None -> 1 + 2 * eps_high
     solver: str = "auto"  # order statistics / balance solve: auto | sort | bisect
+    shadow_precision: str = "bf16"  # precision preset name of the reference (shadow) forwards
 
     def __post_init__(self) -> None:
         if self.upper_rule not in UPPER_RULES:

@@ -13,8 +13,9 @@ MESH_AXES: tuple[str, str, str] = ("data", "fsdp", "tensor")
 BATCH_AXES: tuple[str, str] = ("data", "fsdp")  # the batch dimension is split over both
 
 
-def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1,
-              devices: Sequence[jax.Device] | None = None) -> Mesh:
+def make_mesh(
+    data: int = -1, fsdp: int = 1, tensor: int = 1, devices: Sequence[jax.Device] | None = None
+) -> Mesh:
     """Mesh over (data, fsdp, tensor) with Auto axis types; one axis may be -1 (use the rest)."""
     devices = list(devices if devices is not None else jax.devices())
     sizes = [data, fsdp, tensor]
@@ -31,9 +32,7 @@ def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1,
         raise ValueError(
             f"mesh: data*fsdp*tensor = {math.prod(sizes)} but {len(devices)} devices are available"
         )
-    return jax.make_mesh(
-        tuple(sizes), MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices
-    )
+    return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

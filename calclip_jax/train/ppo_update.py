@@ -50,7 +50,9 @@ class PPOUpdater:
         self._old_logp = make_logprob_fn(self.model_config, self.step_config.policy)
         calib = self.step_config.calibration
         self._shadow_logp = (
-            make_logprob_fn(self.model_config, calib.shadow_policy) if calib.enabled else None
+            make_logprob_fn(self.model_config, self.step_config.shadow_policy)
+            if calib.enabled
+            else None
         )
 
     def steps_per_batch(self) -> int:
@@ -80,19 +82,22 @@ class PPOUpdater:
             batch["ref_logp"] = np.asarray(self._old_logp(self.ref_params, state.fp8_meta, batch))
         return batch
 
-    def update(self, state: TrainState, rollout: dict[str, Any],
-               rng: np.random.Generator) -> tuple[TrainState, list[dict[str, float]]]:
+    def update(
+        self, state: TrainState, rollout: dict[str, Any], rng: np.random.Generator
+    ) -> tuple[TrainState, list[dict[str, float]]]:
         """Returns the new state and one metrics dict (host floats) per train step."""
         batch = self.prepare(state, rollout)
         n = batch["tokens"].shape[0]
         if n % self.num_minibatches:
-            raise ValueError(f"rollout batch {n} not divisible into {self.num_minibatches} minibatches")
+            raise ValueError(
+                f"rollout batch {n} not divisible into {self.num_minibatches} minibatches"
+            )
         size = n // self.num_minibatches
         device_metrics = []
         for _ in range(self.epochs):
             order = rng.permutation(n)
             for i in range(self.num_minibatches):
-                idx = order[i * size:(i + 1) * size]
+                idx = order[i * size : (i + 1) * size]
                 state, metrics = self.train_step(state, {k: v[idx] for k, v in batch.items()})
                 device_metrics.append(metrics)
         host = jax.device_get(device_metrics)

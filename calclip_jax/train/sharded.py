@@ -23,7 +23,9 @@ def batch_shardings(batch: dict[str, Any], mesh: Mesh) -> dict[str, NamedShardin
     return {k: batch_sharding(mesh) for k in batch}
 
 
-def jit_train_step(step: Callable, state: TrainState, batch: dict[str, Any], mesh: Mesh) -> Callable:
+def jit_train_step(
+    step: Callable, state: TrainState, batch: dict[str, Any], mesh: Mesh
+) -> Callable:
     """`jax.jit(step)` with explicit in/out shardings over `mesh` and the state donated."""
     state_sh = state_shardings(state, mesh)
     return jax.jit(

@@ -27,17 +27,21 @@ class TrainState(flax.struct.PyTreeNode):
     skipped_updates: jax.Array
 
 
-def init_variables(model_config: ModelConfig, policy: PrecisionPolicy, rng: jax.Array,
-                   seq_len: int = 8) -> tuple[Any, Any]:
-    """(params, fp8_meta) of a fresh model; fp8_meta is {} unless the policy uses delayed scaling."""
+def init_variables(
+    model_config: ModelConfig, policy: PrecisionPolicy, rng: jax.Array, seq_len: int = 8
+) -> tuple[Any, Any]:
+    """(params, fp8_meta) of a fresh model; fp8_meta is {} unless a role uses delayed scaling."""
     tokens = jnp.zeros((1, seq_len), jnp.int32)
     positions = jnp.arange(seq_len, dtype=jnp.int32)[None]
-    variables = Transformer(model_config, policy).init(rng, tokens, positions, jnp.ones_like(tokens))
+    variables = Transformer(model_config, policy).init(
+        rng, tokens, positions, jnp.ones_like(tokens)
+    )
     return variables["params"], dict(variables.get(FP8_META, {}))
 
 
-def create_train_state(params: Any, fp8_meta: Any, tx: optax.GradientTransformation,
-                       eps_low: float, eps_high: float) -> TrainState:
+def create_train_state(
+    params: Any, fp8_meta: Any, tx: optax.GradientTransformation, eps_low: float, eps_high: float
+) -> TrainState:
     """Step 0 state with the static clip bounds (1 - eps_low, 1 + eps_high) as the warm start."""
     return TrainState(
         step=jnp.zeros((), jnp.int32),

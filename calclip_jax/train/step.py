@@ -51,11 +51,13 @@ def make_train_step(
 
     def shadow_ratio(params: Any, batch: Batch, do_calib: jax.Array) -> jax.Array:
         def compute(p: Any) -> jax.Array:
-            logp_BT, _, _ = batch_logprobs(model_config, calib.shadow_policy, p, {}, batch)
+            logp_BT, _, _ = batch_logprobs(model_config, cfg.shadow_policy, p, {}, batch)
             return logp_BT
 
         logp_ref_BT = lax.cond(
-            do_calib, compute, lambda p: jnp.zeros_like(batch["old_logp"]),
+            do_calib,
+            compute,
+            lambda p: jnp.zeros_like(batch["old_logp"]),
             lax.stop_gradient(params),
         )
         return _masked_ratio(logp_ref_BT, batch["old_logp_ref"], batch["response_mask"])
@@ -78,21 +80,42 @@ def make_train_step(
             if calib.enabled:
                 ratio_BT = _masked_ratio(lax.stop_gradient(logp_BT), old_logp_BT, mask_BT)
                 lower, upper, calib_aux = calibrated_bounds_with_aux(
-                    ratio_BT, ratio_ref_BT, adv, mask_BT, eps_low=rl.eps_low,
-                    eps_high=rl.eps_high, upper_rule=calib.upper_rule,
-                    upper_max=calib.upper_max,
+                    ratio_BT,
+                    ratio_ref_BT,
+                    adv,
+                    mask_BT,
+                    eps_low=rl.eps_low,
+                    eps_high=rl.eps_high,
+                    **calib.bounds_kwargs(),
                 )
-                smoothed = smooth_bounds(bounds, (lower, upper), calib.ema)
-                bounds = tuple(jnp.where(do_calib, s, b) for s, b in zip(smoothed, bounds,
-                                                                           strict=True))
+                smoothed = smooth_bounds(bounds, (lower, upper), calib.ema_beta)
+                bounds = tuple(
+                    jnp.where(do_calib, s, b) for s, b in zip(smoothed, bounds, strict=True)
+                )
             loss, loss_aux = ppo_policy_loss(
-                logp_BT, old_logp_BT, adv, mask_BT, eps_low=rl.eps_low, eps_high=rl.eps_high,
-                bounds=bounds, dual_clip_c=rl.dual_clip_c, is_weights=weights_BT, agg=rl.agg,
-                ref_logp=batch["ref_logp"] if use_kl else None, kl_beta=rl.kl_beta,
+                logp_BT,
+                old_logp_BT,
+                adv,
+                mask_BT,
+                eps_low=rl.eps_low,
+                eps_high=rl.eps_high,
+                bounds=bounds,
+                dual_clip_c=rl.dual_clip_c,
+                is_weights=weights_BT,
+                agg=rl.agg,
+                ref_logp=batch["ref_logp"] if use_kl else None,
+                kl_beta=rl.kl_beta,
                 kl_estimator=rl.kl_estimator,
             )
-            aux = (loss_aux, logp_BT, entropy_BT, bounds, weights_BT, new_meta,
-                   {**corr_aux, **calib_aux})
+            aux = (
+                loss_aux,
+                logp_BT,
+                entropy_BT,
+                bounds,
+                weights_BT,
+                new_meta,
+                {**corr_aux, **calib_aux},
+            )
             return loss, aux
 
         grad_fn = jax.grad(loss_fn, argnums=(0, 1), has_aux=True)
@@ -113,11 +136,19 @@ def make_train_step(
             skipped_updates=state.skipped_updates + (~finite).astype(jnp.int32),
         )
         metrics = rl_diagnostics(
-            logp_BT, old_logp_BT, adv, mask_BT, bounds,
-            rollout_logp_BT=batch["rollout_logp"], entropy=entropy_BT,
-            ratio_ref_BT=ratio_ref_BT, ref_bounds=static_bounds,
-            ref_logp_BT=batch["ref_logp"] if use_kl else None, dual_clip_c=rl.dual_clip_c,
-            is_weights_BT=weights_BT, tis_cap=rl.correction.tis_cap,
+            logp_BT,
+            old_logp_BT,
+            adv,
+            mask_BT,
+            bounds,
+            rollout_logp_BT=batch["rollout_logp"],
+            entropy=entropy_BT,
+            ratio_ref_BT=ratio_ref_BT,
+            ref_bounds=static_bounds,
+            ref_logp_BT=batch["ref_logp"] if use_kl else None,
+            dual_clip_c=rl.dual_clip_c,
+            is_weights_BT=weights_BT,
+            tis_cap=rl.correction.tis_cap,
         )
         nan = jnp.float32(jnp.nan)
         for name in REF_METRICS:

@@ -179,3 +179,16 @@ def test_module_inside_parent_keeps_param_names():
     vmx = Two(PrecisionPolicy.preset("fp8_mx")).init(jax.random.key(0), jnp.ones((1, 4)))
     assert jax.tree.structure(v32) == jax.tree.structure(vmx)
     assert v32["params"]["up_proj"]["kernel"].shape == (4, 3)
+
+
+def test_fp8_dot_general_delayed_grad_needs_history():
+    x, w = jnp.ones((2, 4)), jnp.ones((4, 3))
+    gp = TensorPrecision("e5m2", "delayed")
+    dn = (((1,), (0,)), ((), ()))
+    with pytest.raises(ValueError, match="grad_amax_history"):
+        fp8_dot_general(x, w, dn, grad_prec=gp)
+    hist = init_history(2)
+    g_hist = jax.grad(
+        lambda h: jnp.sum(fp8_dot_general(x, w, dn, grad_prec=gp, grad_amax_history=h) * 7.0)
+    )(hist)
+    np.testing.assert_array_equal(np.asarray(g_hist), [7.0, 0.0])  # the updated history

@@ -173,7 +173,7 @@ class JitVariantsTest(chex.TestCase):
             np.testing.assert_array_equal(np.asarray(fn(x)), want)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(
     shape=hnp.array_shapes(min_dims=2, max_dims=3, min_side=1, max_side=40),
     gran=st.sampled_from(["tensor", "channel", "block", "mx"]),

@@ -116,5 +116,5 @@ def test_tokenizer_from_tokenizer_json(tmp_path):
     tok.save(str(tmp_path / "tokenizer.json"))
     loaded = load_hf_tokenizer(tmp_path)
     assert loaded.encode("hello world foo").ids == [1, 2, 0]
-    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+    with pytest.raises(FileNotFoundError, match=r"tokenizer\.json"):
         load_hf_tokenizer(tmp_path / "nope")

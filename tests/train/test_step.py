@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from train_testutil import TINY, make_setup, rollout_batch
 
 from calclip_jax.model import Transformer, token_logprobs_and_entropy
 from calclip_jax.rl.corrections import CorrectionConfig
@@ -20,25 +21,40 @@ from calclip_jax.train import (
     create_train_state,
     make_train_step,
 )
-from tests.train.synthetic import TINY, make_setup, rollout_batch
 
 DIAGNOSTICS = (
-    "entropy", "clip_frac_lower_neg", "clip_frac_upper_pos", "zero_grad_frac_neg",
-    "zero_grad_frac_pos", "ratio_neg_p01", "ratio_neg_p50", "ratio_pos_p99", "clip_lower",
-    "clip_upper", "mismatch_k3", "mismatch_logp_abs", "token_mult_prob_error", "max_prob_diff",
-    "tis_trunc_frac", "grad_norm", "clip_frac_lower_neg_ref", "clip_frac_upper_pos_ref",
+    "entropy",
+    "clip_frac_lower_neg",
+    "clip_frac_upper_pos",
+    "zero_grad_frac_neg",
+    "zero_grad_frac_pos",
+    "ratio_neg_p01",
+    "ratio_neg_p50",
+    "ratio_pos_p99",
+    "clip_lower",
+    "clip_upper",
+    "mismatch_k3",
+    "mismatch_logp_abs",
+    "token_mult_prob_error",
+    "max_prob_diff",
+    "tis_trunc_frac",
+    "grad_norm",
+    "clip_frac_lower_neg_ref",
+    "clip_frac_upper_pos_ref",
 )
 
 
 def _prepared(step_cfg, state, seed=0):
-    updater = PPOUpdater(TINY, step_cfg, train_step=None, epochs=1, num_minibatches=1,
-                         ref_params=state.params)
+    updater = PPOUpdater(
+        TINY, step_cfg, train_step=None, epochs=1, num_minibatches=1, ref_params=state.params
+    )
     return updater.prepare(state, rollout_batch(seed=seed))
 
 
 def test_fp8_calibrated_step_reports_every_diagnostic():
     rl = dataclasses.replace(get_preset("dapo"), correction=CorrectionConfig(mode="token_tis"))
-    cfg, tx, state = make_setup("fp8_block", rl=rl, calibration=CalibrationConfig(enabled=True))
+    calib = CalibrationConfig(enabled=True, period=1)
+    cfg, tx, state = make_setup("fp8_block", rl=rl, calibration=calib)
     batch = _prepared(cfg, state)
     step = jax.jit(make_train_step(TINY, cfg, tx))
     state, m1 = step(state, batch)
@@ -57,12 +73,19 @@ def _plain_ppo_params(cfg, tx, state, batch):
     model = Transformer(TINY, cfg.policy)
 
     def loss_fn(params):
-        logits, _ = model.apply({"params": params}, batch["tokens"], batch["positions"],
-                                batch["attn_mask"])
+        logits, _ = model.apply(
+            {"params": params}, batch["tokens"], batch["positions"], batch["attn_mask"]
+        )
         logp, _ = token_logprobs_and_entropy(logits, batch["tokens"], batch["response_mask"])
-        loss, _ = ppo_policy_loss(logp, batch["old_logp"], batch["advantages"],
-                                  batch["response_mask"], eps_low=cfg.rl.eps_low,
-                                  eps_high=cfg.rl.eps_high, agg=cfg.rl.agg)
+        loss, _ = ppo_policy_loss(
+            logp,
+            batch["old_logp"],
+            batch["advantages"],
+            batch["response_mask"],
+            eps_low=cfg.rl.eps_low,
+            eps_high=cfg.rl.eps_high,
+            agg=cfg.rl.agg,
+        )
         return loss
 
     grads = jax.grad(loss_fn)(state.params)
@@ -81,8 +104,9 @@ def test_calibration_off_is_plain_ppo():
     expected = jax.jit(_plain_ppo_params, static_argnums=(0, 1))(cfg, tx, state, batch)
     new_state, metrics = jax.jit(make_train_step(TINY, cfg, tx))(state, batch)
     assert float(metrics["clip_frac"]) > 0
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), new_state.params,
-                 expected)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), new_state.params, expected
+    )
     assert float(new_state.clip_lower) == pytest.approx(0.8)
 
 
@@ -108,7 +132,7 @@ def test_delayed_scaling_histories_update():
 
 
 def test_calibration_period_gates_bounds():
-    calib = CalibrationConfig(enabled=True, period=2, ema=0.0)
+    calib = CalibrationConfig(enabled=True, period=2, ema_beta=0.0)
     cfg, tx, state = make_setup("fp8_tensor", calibration=calib, lr=3e-2)
     batch = _prepared(cfg, state)
     step = jax.jit(make_train_step(TINY, cfg, tx))

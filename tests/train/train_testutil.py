@@ -15,13 +15,20 @@ from calclip_jax.train import (
 )
 
 TINY = ModelConfig(
-    vocab_size=32, d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=64,
+    vocab_size=32,
+    d_model=32,
+    n_layers=1,
+    n_heads=2,
+    n_kv_heads=1,
+    head_dim=16,
+    d_ff=64,
     max_seq_len=32,
 )
 
 
-def rollout_batch(batch: int = 8, prompt: int = 4, response: int = 8, seed: int = 0,
-                  vocab: int = 32) -> dict[str, np.ndarray]:
+def rollout_batch(
+    batch: int = 8, prompt: int = 4, response: int = 8, seed: int = 0, vocab: int = 32
+) -> dict[str, np.ndarray]:
     """Left-padded prompts + responses with ragged lengths, +-1 advantages, noisy rollout logp."""
     rng = np.random.default_rng(seed)
     t = prompt + response
@@ -32,22 +39,27 @@ def rollout_batch(batch: int = 8, prompt: int = 4, response: int = 8, seed: int 
     resp = np.zeros((batch, t), np.int32)
     lengths = rng.integers(2, response + 1, size=batch)
     for i, n in enumerate(lengths):
-        resp[i, prompt:prompt + n] = 1
-        attn[i, prompt + n:] = 0
-        tokens[i, prompt + n:] = 0
+        resp[i, prompt : prompt + n] = 1
+        attn[i, prompt + n :] = 0
+        tokens[i, prompt + n :] = 0
     positions = np.maximum(np.cumsum(attn, axis=1) - 1, 0).astype(np.int32)
     adv = np.where(np.arange(batch) % 2 == 0, 1.0, -1.0).astype(np.float32)
     rollout_logp = (-1.5 + 0.1 * rng.standard_normal((batch, t))).astype(np.float32) * resp
     return {
-        "tokens": tokens, "positions": positions, "attn_mask": attn, "response_mask": resp,
-        "advantages": adv, "rollout_logp": rollout_logp,
+        "tokens": tokens,
+        "positions": positions,
+        "attn_mask": attn,
+        "response_mask": resp,
+        "advantages": adv,
+        "rollout_logp": rollout_logp,
     }
 
 
 def make_setup(policy: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwargs):
     """(step_config, tx, state) for the tiny model."""
-    step_cfg = StepConfig(policy=PrecisionPolicy.preset(policy),
-                          optim=OptimConfig(learning_rate=lr), **step_kwargs)
+    step_cfg = StepConfig(
+        policy=PrecisionPolicy.preset(policy), optim=OptimConfig(learning_rate=lr), **step_kwargs
+    )
     import jax
 
     params, meta = init_variables(TINY, step_cfg.policy, jax.random.key(seed))

@@ -1,0 +1,104 @@
+"""Cost of Calibrated Clipping in the train step, as ratios to the step without calibration.
+
+Run: ``python -m benchmarks.bench_calibration [--preset=small --batch=16 --steps=20]``.
+Measures, in one run and interleaved round by round (this machine is shared and noisy), the
+median step time with calibration off, every step (K=1) and every 20 steps (K=20). The paper
+pays two extra BF16 forwards per calibration; here one shadow forward runs in the step (the old
+policy's shadow log-probs are computed once per rollout batch, outside the step).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+import numpy as np
+from absl import app, flags
+
+from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.model import ModelConfig
+from calclip_jax.rl.presets import get_preset
+from calclip_jax.train import (
+    CalibrationConfig,
+    OptimConfig,
+    PPOUpdater,
+    StepConfig,
+    create_train_state,
+    init_variables,
+    make_optimizer,
+    make_train_step,
+)
+
+_PRESET = flags.DEFINE_string("preset", "small", "Model preset.")
+_PRECISION = flags.DEFINE_string("precision", "fp8_block", "Trainer precision preset.")
+_BATCH = flags.DEFINE_integer("batch", 16, "Sequences per minibatch.")
+_SEQ = flags.DEFINE_integer("seq", 64, "Sequence length.")
+_ROUNDS = flags.DEFINE_integer("rounds", 5, "Interleaved measurement rounds.")
+_STEPS = flags.DEFINE_integer("steps", 20, "Steps per round and arm (one full calibration period).")
+
+
+def synthetic_batch(cfg: ModelConfig, batch: int, seq: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, cfg.vocab_size, size=(batch, seq)).astype(np.int32)
+    ones = np.ones((batch, seq), np.int32)
+    resp = ones.copy()
+    resp[:, : seq // 4] = 0
+    return {
+        "tokens": tokens,
+        "attn_mask": ones,
+        "response_mask": resp,
+        "positions": np.broadcast_to(np.arange(seq, dtype=np.int32), (batch, seq)).copy(),
+        "advantages": np.where(np.arange(batch) % 2, 1.0, -1.0).astype(np.float32),
+        "rollout_logp": (-2.0 * resp).astype(np.float32),
+    }
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    model_cfg = ModelConfig.preset(_PRESET.value)
+    rl = get_preset("dapo")
+    arms = {
+        "off": CalibrationConfig(enabled=False),
+        "K=1": CalibrationConfig(enabled=True, period=1),
+        "K=20": CalibrationConfig(enabled=True, period=20),
+    }
+    rollout = synthetic_batch(model_cfg, _BATCH.value, _SEQ.value)
+    runners = {}
+    for name, calib in arms.items():
+        cfg = StepConfig(
+            policy=PrecisionPolicy.preset(_PRECISION.value),
+            rl=rl,
+            calibration=calib,
+            optim=OptimConfig(learning_rate=1e-5),
+        )
+        params, meta = init_variables(model_cfg, cfg.policy, jax.random.key(0))
+        tx = make_optimizer(cfg.optim)
+        state = create_train_state(params, meta, tx, rl.eps_low, rl.eps_high)
+        step = jax.jit(make_train_step(model_cfg, cfg, tx), donate_argnums=0)
+        batch = PPOUpdater(model_cfg, cfg, step).prepare(state, rollout)
+        state, m = step(state, batch)  # compile
+        jax.block_until_ready(m)
+        runners[name] = [state, step, batch, []]
+    for _ in range(_ROUNDS.value):
+        for run in runners.values():
+            state, step, batch, times = run
+            start = time.perf_counter()
+            for _ in range(_STEPS.value):
+                state, m = step(state, batch)
+            jax.block_until_ready(m)
+            times.append((time.perf_counter() - start) / _STEPS.value)
+            run[0] = state
+    base = statistics.median(runners["off"][3])
+    print(
+        f"model {_PRESET.value}, {_PRECISION.value}, batch {_BATCH.value}x{_SEQ.value}, "
+        f"{_ROUNDS.value} rounds x {_STEPS.value} steps, {jax.devices()[0].platform}"
+    )
+    print(f"{'calibration':<12} {'step ms':>9} {'ratio to off':>13}")
+    for name, run in runners.items():
+        t = statistics.median(run[3])
+        print(f"{name:<12} {1e3 * t:>9.2f} {t / base:>13.3f}")
+
+
+if __name__ == "__main__":
+    app.run(main)

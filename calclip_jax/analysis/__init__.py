@@ -1,0 +1,56 @@
+"""Analysis of experiment outputs (pure Python + NumPy; plots import matplotlib on demand).
+
+`from calclip_jax.analysis import plots` for figures; everything else is re-exported here.
+"""
+
+from calclip_jax.analysis.metrics import (
+    config_value,
+    find_arms,
+    is_finished,
+    load_columns,
+    load_config,
+    load_metrics,
+    load_summary,
+    read_jsonl,
+    to_columns,
+)
+from calclip_jax.analysis.summary import (
+    COLUMNS,
+    aggregate_seeds,
+    summarize_run,
+    summarize_sweep,
+    to_markdown,
+    write_csv,
+    write_summary,
+)
+from calclip_jax.analysis.surge import (
+    SURGE_FACTOR,
+    SURGE_WARMUP,
+    detect_surge,
+    running_min,
+    surge_mask,
+)
+
+__all__ = [
+    "COLUMNS",
+    "SURGE_FACTOR",
+    "SURGE_WARMUP",
+    "aggregate_seeds",
+    "config_value",
+    "detect_surge",
+    "find_arms",
+    "is_finished",
+    "load_columns",
+    "load_config",
+    "load_metrics",
+    "load_summary",
+    "read_jsonl",
+    "running_min",
+    "summarize_run",
+    "summarize_sweep",
+    "surge_mask",
+    "to_columns",
+    "to_markdown",
+    "write_csv",
+    "write_summary",
+]

@@ -1,0 +1,38 @@
+"""Orbax checkpoints of the train state; resume from the latest complete one.
+
+Orbax writes each step into a temporary directory and renames it when complete, so a process
+killed mid-save leaves no step that `latest_step` would return.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+
+class Checkpointer:
+    def __init__(self, workdir: str, max_to_keep: int = 2) -> None:
+        options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
+        path = os.path.abspath(os.path.join(workdir, "checkpoints"))
+        self._manager = ocp.CheckpointManager(path, options=options)
+
+    def latest_step(self) -> int | None:
+        return self._manager.latest_step()
+
+    def save(self, step: int, state: Any) -> None:
+        self._manager.save(step, args=ocp.args.StandardSave(state))
+
+    def restore(self, step: int, like: Any) -> Any:
+        """Restores `step` into the structure, shapes, dtypes and shardings of `like`."""
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+
+    def wait(self) -> None:
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        self._manager.wait_until_finished()
+        self._manager.close()

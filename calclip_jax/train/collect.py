@@ -1,0 +1,180 @@
+"""Stage 2, first half: rollout -> rewards -> advantages, with DAPO dynamic sampling + refill.
+
+Randomness is derived from (seed, step, round) only, so a resumed run draws the same prompts
+and samples as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from calclip_jax.data import Example, Task, Tokenizer
+from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.model import ModelConfig
+from calclip_jax.rl.advantages import dynamic_sampling_keep, grpo_advantages, overlong_penalty
+from calclip_jax.rl.presets import RLPreset
+from calclip_jax.train.evaluate import decode_responses, generate
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+    prompts_per_step: int = 16
+    samples_per_prompt: int = 8
+    max_new_tokens: int = 8
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_refill_rounds: int = 4
+
+
+@dataclasses.dataclass
+class Collected:
+    """A rollout batch ready for PPOUpdater plus what the logs need."""
+
+    batch: dict[str, np.ndarray]
+    metrics: dict[str, float]
+    samples: list[tuple[str, str, float]]  # (prompt, response, reward) of the first rows
+
+
+def _round(
+    params: Any,
+    fp8_meta: Any,
+    model: ModelConfig,
+    policy: PrecisionPolicy,
+    task: Task,
+    tokenizer: Tokenizer,
+    train: list[Example],
+    prompt_len: int,
+    cfg: RolloutConfig,
+    rl: RLPreset,
+    seed: int,
+    step: int,
+    round_: int,
+) -> dict[str, Any]:
+    rng = np.random.default_rng([seed, step, round_])
+    examples = [train[i] for i in rng.integers(0, len(train), size=cfg.prompts_per_step)]
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), step), round_)
+    out = generate(
+        params,
+        model,
+        policy,
+        tokenizer,
+        examples,
+        prompt_len,
+        key,
+        num_samples=cfg.samples_per_prompt,
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_k=cfg.top_k,
+        top_p=cfg.top_p,
+        fp8_meta=fp8_meta,
+    )
+    texts, finished = decode_responses(tokenizer, out, prompt_len)
+    rows = [ex for ex in examples for _ in range(cfg.samples_per_prompt)]
+    scores = task.verify_batch(rows, texts, finished)
+    lengths = np.asarray(out.response_len)
+    shaped = scores["reward"].astype(np.float32)
+    if rl.overlong_shaping:
+        shaped = shaped + np.asarray(
+            overlong_penalty(lengths, max_len=rl.overlong_max_len, cache_len=rl.overlong_cache_len)
+        )
+    arrays = {
+        k: np.asarray(getattr(out, k))
+        for k in ("tokens", "positions", "attn_mask", "response_mask", "rollout_logp")
+    }
+    return {
+        "arrays": arrays,
+        "scores": scores,
+        "shaped": shaped,
+        "lengths": lengths,
+        "rows": rows,
+        "texts": texts,
+    }
+
+
+def collect(
+    params: Any,
+    fp8_meta: Any,
+    model: ModelConfig,
+    policy: PrecisionPolicy,
+    task: Task,
+    tokenizer: Tokenizer,
+    train: list[Example],
+    prompt_len: int,
+    cfg: RolloutConfig,
+    rl: RLPreset,
+    seed: int,
+    step: int,
+) -> Collected:
+    """One RL step's rollout batch of exactly prompts_per_step x samples_per_prompt rows.
+
+    With dynamic sampling, groups whose rewards are all equal are dropped and further rounds
+    refill the batch (up to max_refill_rounds); if still short, dropped groups (advantage 0)
+    fill the rest and `dyn_fill_frac` reports their share.
+    """
+    g, b = cfg.samples_per_prompt, cfg.prompts_per_step
+    first = _round(
+        params, fp8_meta, model, policy, task, tokenizer, train, prompt_len, cfg, rl, seed, step, 0
+    )
+    rounds = [first]
+    if rl.dynamic_sampling:
+        kept = int(np.sum(np.asarray(dynamic_sampling_keep(first["shaped"], g)))) // g
+        while kept < b and len(rounds) <= cfg.max_refill_rounds:
+            rounds.append(
+                _round(
+                    params,
+                    fp8_meta,
+                    model,
+                    policy,
+                    task,
+                    tokenizer,
+                    train,
+                    prompt_len,
+                    cfg,
+                    rl,
+                    seed,
+                    step,
+                    len(rounds),
+                )
+            )
+            kept += int(np.sum(np.asarray(dynamic_sampling_keep(rounds[-1]["shaped"], g)))) // g
+    groups: list[tuple[int, int, bool]] = []  # (round, group, informative)
+    for r, rd in enumerate(rounds):
+        keep = np.asarray(dynamic_sampling_keep(rd["shaped"], g)).reshape(-1, g)[:, 0]
+        groups += [(r, i, bool(k)) for i, k in enumerate(keep)]
+    if rl.dynamic_sampling:
+        groups = [x for x in groups if x[2]][:b] + [x for x in groups if not x[2]]
+    groups = groups[:b]
+    sel = lambda r, i: slice(i * g, (i + 1) * g)
+    cat = lambda get: np.concatenate([get(rounds[r])[sel(r, i)] for r, i, _ in groups])
+    batch = {k: cat(lambda rd, k=k: rd["arrays"][k]) for k in first["arrays"]}
+    shaped = cat(lambda rd: rd["shaped"])
+    batch["advantages"] = np.asarray(
+        grpo_advantages(shaped, g, normalize_std=rl.adv_normalize_std, eps=rl.adv_eps), np.float32
+    )
+    reward = cat(lambda rd: rd["scores"]["reward"])
+    all_scores = {
+        k: np.concatenate([rd["scores"][k] for rd in rounds])
+        for k in ("reward", "correct", "garbled")
+    }
+    all_len = np.concatenate([rd["lengths"] for rd in rounds])
+    metrics = {
+        "reward_mean": float(np.mean(first["scores"]["reward"])),
+        "correct_frac": float(np.mean(first["scores"]["correct"])),
+        "garbled_frac": float(np.mean(first["scores"]["garbled"])),
+        "response_len_mean": float(np.mean(first["lengths"])),
+        "response_len_max": float(np.max(all_len)),
+        "batch_reward_mean": float(np.mean(reward)),
+        "rollout_rounds": float(len(rounds)),
+        "dyn_fill_frac": float(sum(not x[2] for x in groups) / b) if rl.dynamic_sampling else 0.0,
+        "all_rounds_reward_mean": float(np.mean(all_scores["reward"])),
+    }
+    samples = [
+        (first["rows"][i].prompt, first["texts"][i], float(first["scores"]["reward"][i]))
+        for i in range(len(first["rows"]))
+    ]
+    return Collected(batch=batch, metrics=metrics, samples=samples)

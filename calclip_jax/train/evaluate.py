@@ -1,0 +1,109 @@
+"""Sampling prompts of a task and scoring the responses with its verifier."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from calclip_jax.data import Example, Task, Tokenizer
+from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.model import ModelConfig
+from calclip_jax.rollout import RolloutBatch, sample
+
+
+def encode_prompts(
+    tokenizer: Tokenizer, examples: Sequence[Example], prompt_len: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Left-padded [B, prompt_len] prompt tokens (BOS first) and their mask."""
+    return tokenizer.batch_encode(
+        [ex.prompt for ex in examples], max_len=prompt_len, add_bos=True, left_pad=True
+    )
+
+
+def max_prompt_len(tokenizer: Tokenizer, task: Task) -> int:
+    """Longest encoded prompt (with BOS) over both splits: one static shape for the sampler."""
+    return max(
+        len(tokenizer.encode(ex.prompt)) + 1
+        for split in ("train", "test")
+        for ex in task.examples(split)
+    )
+
+
+def decode_responses(
+    tokenizer: Tokenizer, batch: RolloutBatch, prompt_len: int
+) -> tuple[list[str], list[bool]]:
+    """Response texts (before EOS) and whether each ended with EOS."""
+    out = [tokenizer.decode_response(row) for row in np.asarray(batch.tokens)[:, prompt_len:]]
+    return [t for t, _ in out], [f for _, f in out]
+
+
+def generate(
+    params: Any,
+    model_config: ModelConfig,
+    policy: PrecisionPolicy,
+    tokenizer: Tokenizer,
+    examples: Sequence[Example],
+    prompt_len: int,
+    rng: jax.Array,
+    *,
+    num_samples: int,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    fp8_meta: Any = None,
+) -> RolloutBatch:
+    tokens, mask = encode_prompts(tokenizer, examples, prompt_len)
+    return sample(
+        params,
+        model_config,
+        policy,
+        tokens,
+        mask,
+        rng,
+        num_samples=num_samples,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        eos_id=tokenizer.eos_id,
+        pad_id=tokenizer.pad_id,
+        fp8_meta=fp8_meta,
+    )
+
+
+def greedy_eval(
+    params: Any,
+    model_config: ModelConfig,
+    policy: PrecisionPolicy,
+    tokenizer: Tokenizer,
+    task: Task,
+    examples: Sequence[Example],
+    prompt_len: int,
+    max_new_tokens: int,
+    fp8_meta: Any = None,
+) -> dict[str, float]:
+    """Greedy accuracy, mean reward and garbled share on `examples`."""
+    batch = generate(
+        params,
+        model_config,
+        policy,
+        tokenizer,
+        examples,
+        prompt_len,
+        jax.random.key(0),
+        num_samples=1,
+        max_new_tokens=max_new_tokens,
+        temperature=0.0,
+        fp8_meta=fp8_meta,
+    )
+    texts, finished = decode_responses(tokenizer, batch, prompt_len)
+    scores = task.verify_batch(examples, texts, finished)
+    return {
+        "accuracy": float(np.mean(scores["correct"])),
+        "reward": float(np.mean(scores["reward"])),
+        "garbled_frac": float(np.mean(scores["garbled"])),
+    }

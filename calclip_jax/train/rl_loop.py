@@ -1,0 +1,231 @@
+"""Stage 2: the RL loop. rollout -> reward -> advantages -> PPO minibatch steps -> eval.
+
+`RLRun` owns the jitted functions, the state and the outputs of one run; `run()` resumes from
+the latest checkpoint in the workdir when there is one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from ml_collections import ConfigDict
+
+from calclip_jax.analysis.surge import detect_surge
+from calclip_jax.fp8 import FP8_META
+from calclip_jax.model import Transformer
+from calclip_jax.train.build import RunSpec
+from calclip_jax.train.checkpoints import Checkpointer
+from calclip_jax.train.collect import RolloutConfig, collect
+from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
+from calclip_jax.train.mesh import make_mesh
+from calclip_jax.train.optimizer import make_optimizer
+from calclip_jax.train.ppo_update import PPOUpdater
+from calclip_jax.train.run_logger import RunLogger
+from calclip_jax.train.sharded import jit_train_step, shard_state
+from calclip_jax.train.state import create_train_state
+from calclip_jax.train.step import make_train_step
+
+
+def _nanmean(values: list[float]) -> float:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+class RLRun:
+    """One RL run in `workdir` from `params` (the SFT warm start)."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        config: ConfigDict,
+        workdir: str,
+        params: Any,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.spec, self.config, self.workdir, self.log = spec, config, workdir, log
+        step_cfg = spec.step
+        self.mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+        self.tx = make_optimizer(step_cfg.optim)
+        fp8_meta = self._init_meta(step_cfg.policy, params)
+        state = create_train_state(
+            params, fp8_meta, self.tx, step_cfg.rl.eps_low, step_cfg.rl.eps_high
+        )
+        self.state = shard_state(state, self.mesh)
+        self.rollout_meta = self._init_meta(spec.rollout_policy, params)
+        self.train = spec.task.examples("train")
+        self.test = spec.task.examples("test")[: config.eval.num_prompts]
+        self.prompt_len = max_prompt_len(spec.tokenizer, spec.task)
+        r = config.rollout
+        self.rollout_cfg = RolloutConfig(
+            r.prompts_per_step,
+            r.samples_per_prompt,
+            r.max_new_tokens,
+            r.temperature,
+            r.top_k,
+            r.top_p,
+            r.max_refill_rounds,
+        )
+        # a copy: the state's buffers are donated to the train step
+        self.ref_params = jax.tree.map(jnp.copy, params) if step_cfg.rl.kl_beta > 0 else None
+        self._step_fn = make_train_step(spec.model, step_cfg, self.tx)
+        self._jitted: Any = None
+        self.checkpointer = Checkpointer(workdir)
+        self.logger = RunLogger(workdir)
+
+    def _init_meta(self, policy, params) -> Any:
+        if not policy.any_delayed:
+            return {}
+        tokens = np.zeros((1, 8), np.int32)
+        variables = Transformer(self.spec.model, policy).init(
+            jax.random.key(0), tokens, np.arange(8, dtype=np.int32)[None], np.ones_like(tokens)
+        )
+        return dict(variables[FP8_META])
+
+    def _updater(self, batch: dict[str, np.ndarray]) -> PPOUpdater:
+        if self._jitted is None:
+            mb = {k: v[: len(v) // self.config.train.num_minibatches] for k, v in batch.items()}
+            mb = PPOUpdater(
+                self.spec.model, self.spec.step, None, ref_params=self.ref_params
+            ).prepare(self.state, mb)
+            self._jitted = jit_train_step(self._step_fn, self.state, mb, self.mesh)
+        return PPOUpdater(
+            self.spec.model,
+            self.spec.step,
+            self._jitted,
+            epochs=self.config.train.ppo_epochs,
+            num_minibatches=self.config.train.num_minibatches,
+            ref_params=self.ref_params,
+        )
+
+    def evaluate(self) -> dict[str, float]:
+        meta = self.state.fp8_meta if self.spec.step.policy.any_delayed else self.rollout_meta
+        meta = meta if self.spec.rollout_policy.any_delayed else None
+        return greedy_eval(
+            self.state.params,
+            self.spec.model,
+            self.spec.rollout_policy,
+            self.spec.tokenizer,
+            self.spec.task,
+            self.test,
+            self.prompt_len,
+            self.config.rollout.max_new_tokens,
+            fp8_meta=meta,
+        )
+
+    def resume(self) -> int:
+        """Restores the latest checkpoint if any; returns the number of completed RL steps."""
+        latest = self.checkpointer.latest_step()
+        if latest is None:
+            return 0
+        self.state = self.checkpointer.restore(latest, self.state)
+        self.logger.truncate_after(latest)
+        self.log(f"resumed from checkpoint at RL step {latest}")
+        return latest
+
+    def rl_step(self, step: int) -> dict[str, float]:
+        """RL step `step` (1-based): returns its metrics row."""
+        t0 = time.perf_counter()
+        spec, c = self.spec, self.config
+        meta = self.state.fp8_meta if spec.step.policy.any_delayed else self.rollout_meta
+        meta = meta if spec.rollout_policy.any_delayed else None
+        got = collect(
+            self.state.params,
+            meta,
+            spec.model,
+            spec.rollout_policy,
+            spec.task,
+            spec.tokenizer,
+            self.train,
+            self.prompt_len,
+            self.rollout_cfg,
+            spec.step.rl,
+            c.seed,
+            step,
+        )
+        t1 = time.perf_counter()
+        updater = self._updater(got.batch)
+        rng = np.random.default_rng([c.seed, step, 1_000_003])
+        self.state, step_metrics = updater.update(self.state, got.batch, rng)
+        t2 = time.perf_counter()
+        row = dict(got.metrics)
+        for name in step_metrics[0]:
+            row[name] = _nanmean([m[name] for m in step_metrics])
+        row["clip_lower"], row["clip_upper"] = (
+            step_metrics[-1]["clip_lower"],
+            step_metrics[-1]["clip_upper"],
+        )
+        row.update(rollout_time_s=t1 - t0, train_time_s=t2 - t1)
+        if step % c.log.samples_every == 0 or step == 1:
+            self.logger.write_samples(step, got.samples[: c.log.num_samples])
+        return row
+
+    def run(self, progress: bool = True) -> dict[str, Any]:
+        """Runs (or resumes) to config.train.steps; returns the summary."""
+        c = self.config
+        start_step = self.resume()
+        rows: list[dict[str, Any]] = []
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=c.train.steps, initial=start_step, desc="rl", dynamic_ncols=True)
+        t_run = time.perf_counter()
+        for step in range(start_step + 1, c.train.steps + 1):
+            t0 = time.perf_counter()
+            row = self.rl_step(step)
+            if step % c.eval.every == 0 or step == 1 or step == c.train.steps:
+                ev = self.evaluate()
+                row.update(
+                    eval_accuracy=ev["accuracy"],
+                    eval_reward=ev["reward"],
+                    eval_garbled_frac=ev["garbled_frac"],
+                )
+            row["step_time_s"] = time.perf_counter() - t0
+            self.logger.write(step, row)
+            rows.append(row)
+            if step % c.log.checkpoint_every == 0 or step == c.train.steps:
+                self.checkpointer.save(step, self.state)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(
+                    reward=f"{row['reward_mean']:.3f}",
+                    entropy=f"{row['entropy']:.3f}",
+                    clipL=f"{row['clip_frac_lower_neg']:.3f}",
+                )
+        if bar is not None:
+            bar.close()
+        self.checkpointer.close()
+        self.logger.close()
+        return {"wall_time_s": time.perf_counter() - t_run, "new_steps": len(rows)}
+
+
+def summarize(rows: list[dict[str, Any]], factor: float, warmup: int) -> dict[str, Any]:
+    """Headline numbers of a finished run from its metrics rows."""
+    ent = [r.get("entropy") for r in rows]
+    evals = [r["eval_accuracy"] for r in rows if r.get("eval_accuracy") is not None]
+    finite_ent = [e for e in ent if e is not None]
+    surge = detect_surge(ent, [r["step"] for r in rows], k=factor, warmup=warmup)
+    return {
+        "final_step": rows[-1]["step"],
+        "reward_first": rows[0]["reward_mean"],
+        "reward_last": rows[-1]["reward_mean"],
+        "eval_accuracy_first": evals[0] if evals else None,
+        "eval_accuracy_last": evals[-1] if evals else None,
+        "entropy_first": finite_ent[0] if finite_ent else None,
+        "entropy_last": finite_ent[-1] if finite_ent else None,
+        "entropy_peak": max(finite_ent) if finite_ent else None,
+        "entropy_min": min(finite_ent) if finite_ent else None,
+        "entropy_surge": surge is not None,
+        "entropy_surge_step": surge,
+        "clip_frac_lower_neg_mean": _nanmean([r.get("clip_frac_lower_neg") for r in rows]),
+        "clip_frac_lower_neg_ref_mean": _nanmean([r.get("clip_frac_lower_neg_ref") for r in rows]),
+        "clip_frac_upper_pos_mean": _nanmean([r.get("clip_frac_upper_pos") for r in rows]),
+        "mismatch_k3_mean": _nanmean([r.get("mismatch_k3") for r in rows]),
+        "garbled_frac_last": rows[-1].get("garbled_frac"),
+    }

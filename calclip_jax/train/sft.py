@@ -1,0 +1,139 @@
+"""Stage 1: supervised warm start on task demonstrations, cached by config hash.
+
+Every arm of a sweep with the same model, task, tokenizer, SFT settings and seed gets the
+identical starting weights from the cache (written atomically by orbax).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+
+from calclip_jax.data import Task, Tokenizer, encode_sft_batch
+from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.model import (
+    ModelConfig,
+    Transformer,
+    positions_from_mask,
+    token_logprobs_and_entropy,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTConfig:
+    steps: int = 600
+    batch_size: int = 64
+    learning_rate: float = 3e-3
+    target_accuracy: float = 0.5
+    eval_every: int = 100
+
+
+def sft_cache_key(model: ModelConfig, task: Task, alphabet: str, cfg: SFTConfig, seed: int) -> str:
+    blob = json.dumps(
+        {
+            "model": model.to_dict(),
+            "task": task.name,
+            "knobs": task.data_knobs(),
+            "alphabet": alphabet,
+            "sft": dataclasses.asdict(cfg),
+            "seed": seed,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def make_sft_step(model_config: ModelConfig, tx: optax.GradientTransformation) -> Callable:
+    """Jitted (params, opt_state, batch) -> (params, opt_state, loss): masked cross-entropy."""
+    model = Transformer(model_config, PrecisionPolicy.preset("fp32"))
+
+    def loss_fn(params, tokens, attn, loss_mask):
+        logits, _ = model.apply({"params": params}, tokens, positions_from_mask(attn), attn)
+        logp, _ = token_logprobs_and_entropy(logits, tokens, loss_mask)
+        return -jnp.sum(logp) / jnp.maximum(jnp.sum(loss_mask), 1)
+
+    @jax.jit
+    def step(params, opt_state, tokens, attn, loss_mask):
+        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, attn, loss_mask)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return step
+
+
+def run_sft(
+    params: Any,
+    model_config: ModelConfig,
+    task: Task,
+    tokenizer: Tokenizer,
+    cfg: SFTConfig,
+    seed: int,
+    evaluate: Callable[[Any], dict[str, float]],
+    log: Callable[[str], None] = print,
+) -> tuple[Any, dict[str, Any]]:
+    """Trains until greedy accuracy >= target or `steps`; returns (params, report)."""
+    tx = optax.adamw(optax.cosine_decay_schedule(cfg.learning_rate, max(cfg.steps, 1)))
+    opt_state = tx.init(params)
+    step = make_sft_step(model_config, tx)
+    train = task.examples("train")
+    rng = np.random.default_rng(seed)
+    seq_len = max(len(tokenizer.encode(task.demonstration(ex))) for ex in train) + 2
+    report: dict[str, Any] = {"steps": 0, "accuracy": 0.0, "loss": float("nan")}
+    for i in range(1, cfg.steps + 1):
+        idx = rng.integers(0, len(train), size=cfg.batch_size)
+        batch = encode_sft_batch(
+            tokenizer,
+            [train[j].prompt for j in idx],
+            [train[j].answer for j in idx],
+            max_len=seq_len,
+        )
+        params, opt_state, loss = step(
+            params, opt_state, batch.tokens_BT, batch.attn_mask_BT, batch.loss_mask_BT
+        )
+        if i % cfg.eval_every == 0 or i == cfg.steps:
+            acc = evaluate(params)["accuracy"]
+            report = {"steps": i, "accuracy": acc, "loss": float(loss)}
+            log(f"sft step {i}: loss {float(loss):.3f}, greedy test accuracy {acc:.3f}")
+            if acc >= cfg.target_accuracy:
+                break
+    return params, report
+
+
+def cached_sft(
+    cache_dir: str,
+    key: str,
+    params: Any,
+    train_fn: Callable[[Any], tuple[Any, dict]],
+    log: Callable[[str], None] = print,
+) -> tuple[Any, dict[str, Any]]:
+    """Loads SFT params from cache_dir/sft/<key>, or trains and stores them."""
+    path = os.path.abspath(os.path.join(cache_dir, "sft", key))
+    report_path = path + ".json"
+    ckpt = ocp.StandardCheckpointer()
+    if os.path.exists(report_path) and os.path.isdir(path):
+        log(f"sft: using cached warm start {path}")
+        restored = ckpt.restore(path, jax.tree.map(ocp.utils.to_shape_dtype_struct, params))
+        with open(report_path) as f:
+            return restored, json.load(f)
+    params, report = train_fn(params)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.isdir(path):  # a previous writer died before writing the report
+        import shutil
+
+        shutil.rmtree(path)
+    ckpt.save(path, params)
+    ckpt.wait_until_finished()
+    with open(report_path + ".tmp", "w") as f:
+        json.dump(report, f)
+    os.replace(report_path + ".tmp", report_path)
+    return params, report

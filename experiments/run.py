@@ -1,0 +1,115 @@
+"""`run_experiment(config, workdir)`: SFT warm start (cached) then RL; the body of train.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+from ml_collections import ConfigDict
+
+from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.train.build import build_run_spec
+from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
+from calclip_jax.train.rl_loop import RLRun, summarize
+from calclip_jax.train.run_logger import read_metrics
+from calclip_jax.train.sft import SFTConfig, cached_sft, run_sft, sft_cache_key
+from calclip_jax.train.state import init_variables
+
+
+def say(msg: str) -> None:
+    if jax.process_index() == 0:
+        print(msg, flush=True)
+
+
+def warm_start(config: ConfigDict, spec: Any, log: Callable[[str], None]) -> tuple[Any, dict]:
+    """Initial params (seeded) trained by SFT, or the cached result of an identical SFT."""
+    params, _ = init_variables(spec.model, spec.step.policy, jax.random.key(config.seed))
+    prompt_len = max_prompt_len(spec.tokenizer, spec.task)
+    test = spec.task.examples("test")[: config.eval.num_prompts]
+    fp32 = PrecisionPolicy.preset("fp32")
+
+    def evaluate(p: Any) -> dict[str, float]:
+        return greedy_eval(
+            p,
+            spec.model,
+            fp32,
+            spec.tokenizer,
+            spec.task,
+            test,
+            prompt_len,
+            config.rollout.max_new_tokens,
+        )
+
+    s = config.sft
+    sft_cfg = SFTConfig(
+        steps=s.steps,
+        batch_size=s.batch_size,
+        learning_rate=s.learning_rate,
+        target_accuracy=s.target_accuracy,
+        eval_every=s.eval_every,
+    )
+    if s.steps == 0:
+        return params, {"accuracy": evaluate(params)["accuracy"], "steps": 0}
+    key = sft_cache_key(spec.model, spec.task, spec.tokenizer.alphabet, sft_cfg, config.seed)
+    train_fn = lambda p: run_sft(
+        p, spec.model, spec.task, spec.tokenizer, sft_cfg, config.seed, evaluate, log=log
+    )
+    return cached_sft(spec.cache_dir, key, params, train_fn, log=log)
+
+
+def run_experiment(
+    config: ConfigDict, workdir: str, log: Callable[[str], None] = say, progress: bool | None = None
+) -> dict[str, Any]:
+    """Runs (or resumes, or skips when finished) the experiment; returns its summary."""
+    spec = build_run_spec(config)  # validates before anything is compiled
+    os.makedirs(workdir, exist_ok=True)
+    summary_path = os.path.join(workdir, "summary.json")
+    if os.path.exists(summary_path):
+        log(f"{workdir} already holds a finished run (summary.json); nothing to do")
+        with open(summary_path) as f:
+            return json.load(f)
+    if jax.process_index() == 0:
+        with open(os.path.join(workdir, "config.json"), "w") as f:
+            f.write(config.to_json(indent=2))
+    t_start = time.perf_counter()
+    log(f"task {spec.task.name}; model {spec.model}")
+    log(
+        f"rollout {config.rollout.precision}, train {config.train.precision}, rl "
+        f"{config.rl.preset}, correction {config.correction.mode}, calibration "
+        f"{config.calibration.enabled}"
+    )
+    params, sft_report = warm_start(config, spec, log)
+    log(f"sft warm start: greedy test accuracy {sft_report['accuracy']:.3f}")
+    run = RLRun(spec, config, workdir, params, log=log)
+    if progress is None:
+        progress = not config.log.quiet and jax.process_index() == 0
+    run.run(progress=progress)
+    summary = summarize(read_metrics(workdir), config.log.surge_factor, config.log.surge_warmup)
+    summary.update(sft_accuracy=sft_report["accuracy"], wall_time_s=time.perf_counter() - t_start)
+    if jax.process_index() == 0:
+        with open(summary_path + ".tmp", "w") as f:
+            json.dump(summary, f, indent=2)
+        os.replace(summary_path + ".tmp", summary_path)
+    return summary
+
+
+def format_summary(s: dict) -> str:
+    """A few lines for the terminal."""
+    fmt = lambda v: "n/a" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+    return "\n".join(
+        [
+            f"steps {s['final_step']}  wall {s['wall_time_s']:.0f}s",
+            f"reward        {fmt(s['reward_first'])} -> {fmt(s['reward_last'])}",
+            f"eval accuracy {fmt(s['eval_accuracy_first'])} -> {fmt(s['eval_accuracy_last'])}",
+            f"entropy       {fmt(s['entropy_first'])} -> {fmt(s['entropy_last'])}"
+            f" (peak {fmt(s['entropy_peak'])}, surge: {s['entropy_surge']})",
+            f"clip frac lower/neg {fmt(s['clip_frac_lower_neg_mean'])} (BF16 shadow "
+            f"{fmt(s['clip_frac_lower_neg_ref_mean'])}), upper/pos "
+            f"{fmt(s['clip_frac_upper_pos_mean'])}",
+            f"rollout-trainer mismatch k3 {fmt(s['mismatch_k3_mean'])}",
+        ]
+    )

@@ -1,0 +1,44 @@
+"""Train: SFT warm start (cached), then the RL loop, with absl flags + ml_collections configs.
+
+    python -m experiments.train                      # small built-in default (FP8 + CalClip)
+    python -m experiments.train --config=configs/dapo.py:fp8_block_tis_calib --workdir=/tmp/run \
+        --config.train.steps=50
+Rerunning a command on the same workdir resumes from its latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import jax
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from calclip_jax.train.build import ConfigError
+from experiments.run import format_summary, run_experiment, say
+
+_DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "configs", "default.py")
+_CONFIG = config_flags.DEFINE_config_file("config", _DEFAULT_CONFIG, "Config file[:arm].")
+_WORKDIR = flags.DEFINE_string("workdir", "workdirs/default", "Output directory (resumable).")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", "", "host:port of process 0 (multi-process runs); empty: single process."
+)
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", 1, "Processes in a multi-process run.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", 0, "This process's index.")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if _COORDINATOR.value:
+        jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+    try:
+        summary = run_experiment(_CONFIG.value, _WORKDIR.value)
+    except ConfigError as err:
+        sys.exit(f"invalid config: {err}")
+    say(format_summary(summary))
+
+
+if __name__ == "__main__":
+    logging.set_verbosity(logging.WARNING)
+    app.run(main)
