@@ -5,31 +5,39 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 from ml_collections import ConfigDict
 
+from calclip_jax.data import SPLITS, Example, load_split
 from calclip_jax.fp8 import PrecisionPolicy
-from calclip_jax.train.build import build_run_spec
+from calclip_jax.train.build import RunSpec, build_run_spec
 from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
-from calclip_jax.train.rl_loop import RLRun, summarize
+from calclip_jax.train.multihost import is_leader, leader_first
+from calclip_jax.train.rl_loop import RLRun
 from calclip_jax.train.run_logger import read_metrics
+from calclip_jax.train.run_summary import summarize
 from calclip_jax.train.sft import SFTConfig, cached_sft, run_sft, sft_cache_key
 from calclip_jax.train.state import init_variables
 
 
 def say(msg: str) -> None:
-    if jax.process_index() == 0:
+    if is_leader():
         print(msg, flush=True)
 
 
-def warm_start(config: ConfigDict, spec: Any, log: Callable[[str], None]) -> tuple[Any, dict]:
+def warm_start(
+    config: ConfigDict,
+    spec: RunSpec,
+    splits: dict[str, Sequence[Example]],
+    log: Callable[[str], None],
+) -> tuple[Any, dict]:
     """Initial params (seeded) trained by SFT, or the cached result of an identical SFT."""
     params, _ = init_variables(spec.model, spec.step.policy, jax.random.key(config.seed))
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
-    test = spec.task.examples("test")[: config.eval.num_prompts]
+    test = splits["test"][: config.eval.num_prompts]
     fp32 = PrecisionPolicy.preset("fp32")
 
     def evaluate(p: Any) -> dict[str, float]:
@@ -56,7 +64,15 @@ def warm_start(config: ConfigDict, spec: Any, log: Callable[[str], None]) -> tup
         return params, {"accuracy": evaluate(params)["accuracy"], "steps": 0}
     key = sft_cache_key(spec.model, spec.task, spec.tokenizer.alphabet, sft_cfg, config.seed)
     train_fn = lambda p: run_sft(
-        p, spec.model, spec.task, spec.tokenizer, sft_cfg, config.seed, evaluate, log=log
+        p,
+        spec.model,
+        spec.task,
+        spec.tokenizer,
+        splits["train"],
+        sft_cfg,
+        config.seed,
+        evaluate,
+        log=log,
     )
     return cached_sft(spec.cache_dir, key, params, train_fn, log=log)
 
@@ -72,7 +88,7 @@ def run_experiment(
         log(f"{workdir} already holds a finished run (summary.json); nothing to do")
         with open(summary_path) as f:
             return json.load(f)
-    if jax.process_index() == 0:
+    if is_leader():
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(config.to_json(indent=2))
     t_start = time.perf_counter()
@@ -82,15 +98,17 @@ def run_experiment(
         f"{config.rl.preset}, correction {config.correction.mode}, calibration "
         f"{config.calibration.enabled}"
     )
-    params, sft_report = warm_start(config, spec, log)
+    with leader_first("tfds_prepare"):  # the leader builds the tfds data once
+        splits = {s: load_split(spec.task, s, spec.data_dir) for s in SPLITS}  # array_record
+    params, sft_report = warm_start(config, spec, splits, log)
     log(f"sft warm start: greedy test accuracy {sft_report['accuracy']:.3f}")
-    run = RLRun(spec, config, workdir, params, log=log)
+    run = RLRun(spec, config, workdir, params, splits["train"], splits["test"], log=log)
     if progress is None:
-        progress = not config.log.quiet and jax.process_index() == 0
+        progress = not config.log.quiet and is_leader()
     run.run(progress=progress)
     summary = summarize(read_metrics(workdir), config.log.surge_factor, config.log.surge_warmup)
     summary.update(sft_accuracy=sft_report["accuracy"], wall_time_s=time.perf_counter() - t_start)
-    if jax.process_index() == 0:
+    if is_leader():
         with open(summary_path + ".tmp", "w") as f:
             json.dump(summary, f, indent=2)
         os.replace(summary_path + ".tmp", summary_path)

@@ -18,6 +18,7 @@ import tensorflow_datasets as tfds
 
 from calclip_jax.data.example import Example
 from calclip_jax.data.task import SPLITS, Task
+from calclip_jax.filelock import file_lock
 
 
 class TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -100,6 +101,7 @@ def load_split(
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     builder = builder_for(task, data_dir)
-    if prepare:
-        builder.download_and_prepare()
+    if prepare:  # one process builds; concurrent runs (parallel sweep arms) wait, then read
+        with file_lock(os.path.join(os.fspath(data_dir), f".{task.name}.lock")):
+            builder.download_and_prepare()
     return ExampleSource(builder.as_data_source(split=split))

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 BISECT_THRESHOLD = {"cpu": 1 << 10, "default": 1 << 20}  # elements; see module docstring
-_SIGN = jnp.uint32(0x80000000)
+_SIGN = np.uint32(0x80000000)  # NumPy: no device work at import (jax.distributed)
 
 
 def float_to_key(x: jax.Array) -> jax.Array:

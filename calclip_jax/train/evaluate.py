@@ -12,6 +12,7 @@ from calclip_jax.data import Example, Task, Tokenizer
 from calclip_jax.fp8 import PrecisionPolicy
 from calclip_jax.model import ModelConfig
 from calclip_jax.rollout import RolloutBatch, sample
+from calclip_jax.train.multihost import tree_to_host
 
 
 def encode_prompts(
@@ -56,8 +57,9 @@ def generate(
     top_p: float = 1.0,
     fp8_meta: Any = None,
 ) -> RolloutBatch:
+    """`sample` on encoded prompts; the batch comes back as NumPy (on every process)."""
     tokens, mask = encode_prompts(tokenizer, examples, prompt_len)
-    return sample(
+    batch = sample(
         params,
         model_config,
         policy,
@@ -73,6 +75,7 @@ def generate(
         pad_id=tokenizer.pad_id,
         fp8_meta=fp8_meta,
     )
+    return tree_to_host(batch)
 
 
 def greedy_eval(

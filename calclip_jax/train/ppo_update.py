@@ -19,6 +19,7 @@ from calclip_jax.fp8 import PrecisionPolicy
 from calclip_jax.model import ModelConfig
 from calclip_jax.train.config import StepConfig
 from calclip_jax.train.forward import batch_logprobs
+from calclip_jax.train.multihost import to_host, tree_to_host
 from calclip_jax.train.state import TrainState
 
 ROLLOUT_KEYS = ("tokens", "positions", "attn_mask", "response_mask", "advantages", "rollout_logp")
@@ -70,16 +71,16 @@ class PPOUpdater:
         if missing:
             raise KeyError(f"rollout batch lacks {missing}")
         batch = {k: np.asarray(v) for k, v in rollout.items()}
-        batch["old_logp"] = np.asarray(self._old_logp(state.params, state.fp8_meta, batch))
+        batch["old_logp"] = to_host(self._old_logp(state.params, state.fp8_meta, batch))
         if self._shadow_logp is not None:
             if self._needs_shadow(int(state.step)):
-                batch["old_logp_ref"] = np.asarray(self._shadow_logp(state.params, {}, batch))
+                batch["old_logp_ref"] = to_host(self._shadow_logp(state.params, {}, batch))
             else:
                 batch["old_logp_ref"] = np.zeros_like(batch["old_logp"])
         if self.step_config.rl.kl_beta > 0 and "ref_logp" not in batch:
             if self.ref_params is None:
                 raise ValueError("kl_beta > 0 needs PPOUpdater.ref_params or rollout['ref_logp']")
-            batch["ref_logp"] = np.asarray(self._old_logp(self.ref_params, state.fp8_meta, batch))
+            batch["ref_logp"] = to_host(self._old_logp(self.ref_params, state.fp8_meta, batch))
         return batch
 
     def update(
@@ -100,5 +101,5 @@ class PPOUpdater:
                 idx = order[i * size : (i + 1) * size]
                 state, metrics = self.train_step(state, {k: v[idx] for k, v in batch.items()})
                 device_metrics.append(metrics)
-        host = jax.device_get(device_metrics)
+        host = tree_to_host(device_metrics)
         return state, [{k: float(jnp.asarray(v)) for k, v in m.items()} for m in host]

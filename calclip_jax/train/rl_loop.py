@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from ml_collections import ConfigDict
 
-from calclip_jax.analysis.surge import detect_surge
+from calclip_jax.data import Example
 from calclip_jax.fp8 import FP8_META
 from calclip_jax.model import Transformer
 from calclip_jax.train.build import RunSpec
@@ -24,6 +24,7 @@ from calclip_jax.train.checkpoints import Checkpointer
 from calclip_jax.train.collect import RolloutConfig, collect
 from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
 from calclip_jax.train.mesh import make_mesh
+from calclip_jax.train.multihost import is_leader, sync
 from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater
 from calclip_jax.train.run_logger import RunLogger
@@ -46,6 +47,8 @@ class RLRun:
         config: ConfigDict,
         workdir: str,
         params: Any,
+        train: Sequence[Example],
+        test: Sequence[Example],
         log: Callable[[str], None] = print,
     ) -> None:
         self.spec, self.config, self.workdir, self.log = spec, config, workdir, log
@@ -58,8 +61,7 @@ class RLRun:
         )
         self.state = shard_state(state, self.mesh)
         self.rollout_meta = self._init_meta(spec.rollout_policy, params)
-        self.train = spec.task.examples("train")
-        self.test = spec.task.examples("test")[: config.eval.num_prompts]
+        self.train, self.test = train, list(test[: config.eval.num_prompts])
         self.prompt_len = max_prompt_len(spec.tokenizer, spec.task)
         r = config.rollout
         self.rollout_cfg = RolloutConfig(
@@ -71,12 +73,13 @@ class RLRun:
             r.top_p,
             r.max_refill_rounds,
         )
-        # a copy: the state's buffers are donated to the train step
-        self.ref_params = jax.tree.map(jnp.copy, params) if step_cfg.rl.kl_beta > 0 else None
+        # a copy (on the mesh, like the state): the state's buffers are donated to the train step
+        kl = step_cfg.rl.kl_beta > 0
+        self.ref_params = jax.tree.map(jnp.copy, self.state.params) if kl else None
         self._step_fn = make_train_step(spec.model, step_cfg, self.tx)
         self._jitted: Any = None
         self.checkpointer = Checkpointer(workdir)
-        self.logger = RunLogger(workdir)
+        self.logger = RunLogger(workdir, active=is_leader())
 
     def _init_meta(self, policy, params) -> Any:
         if not policy.any_delayed:
@@ -202,30 +205,5 @@ class RLRun:
             bar.close()
         self.checkpointer.close()
         self.logger.close()
+        sync("rl_run_done")  # metrics.jsonl is complete before any process reads it
         return {"wall_time_s": time.perf_counter() - t_run, "new_steps": len(rows)}
-
-
-def summarize(rows: list[dict[str, Any]], factor: float, warmup: int) -> dict[str, Any]:
-    """Headline numbers of a finished run from its metrics rows."""
-    ent = [r.get("entropy") for r in rows]
-    evals = [r["eval_accuracy"] for r in rows if r.get("eval_accuracy") is not None]
-    finite_ent = [e for e in ent if e is not None]
-    surge = detect_surge(ent, [r["step"] for r in rows], k=factor, warmup=warmup)
-    return {
-        "final_step": rows[-1]["step"],
-        "reward_first": rows[0]["reward_mean"],
-        "reward_last": rows[-1]["reward_mean"],
-        "eval_accuracy_first": evals[0] if evals else None,
-        "eval_accuracy_last": evals[-1] if evals else None,
-        "entropy_first": finite_ent[0] if finite_ent else None,
-        "entropy_last": finite_ent[-1] if finite_ent else None,
-        "entropy_peak": max(finite_ent) if finite_ent else None,
-        "entropy_min": min(finite_ent) if finite_ent else None,
-        "entropy_surge": surge is not None,
-        "entropy_surge_step": surge,
-        "clip_frac_lower_neg_mean": _nanmean([r.get("clip_frac_lower_neg") for r in rows]),
-        "clip_frac_lower_neg_ref_mean": _nanmean([r.get("clip_frac_lower_neg_ref") for r in rows]),
-        "clip_frac_upper_pos_mean": _nanmean([r.get("clip_frac_upper_pos") for r in rows]),
-        "mismatch_k3_mean": _nanmean([r.get("mismatch_k3") for r in rows]),
-        "garbled_frac_last": rows[-1].get("garbled_frac"),
-    }

@@ -18,20 +18,21 @@ class RunLogger:
     """Appends metrics to workdir/metrics.jsonl and TensorBoard; writes sample files.
 
     `truncate_after(step)` drops JSONL lines past a restored checkpoint so a resumed run
-    rewrites them (and a torn last line from a killed process).
+    rewrites them (and a torn last line from a killed process). `active=False` makes a logger
+    that writes nothing (every process of a multi-process run but the leader).
     """
 
-    def __init__(self, workdir: str, tensorboard: bool = True) -> None:
-        self.workdir = workdir
+    def __init__(self, workdir: str, tensorboard: bool = True, active: bool = True) -> None:
+        self.workdir, self.active = workdir, active
         self.path = os.path.join(workdir, "metrics.jsonl")
         self._tb = None
-        if tensorboard:
+        if tensorboard and active:
             from tensorboardX import SummaryWriter
 
             self._tb = SummaryWriter(os.path.join(workdir, "tb"))
 
     def truncate_after(self, step: int) -> None:
-        if not os.path.exists(self.path):
+        if not self.active or not os.path.exists(self.path):
             return
         kept = []
         with open(self.path) as f:
@@ -47,6 +48,8 @@ class RunLogger:
         os.replace(self.path + ".tmp", self.path)
 
     def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+        if not self.active:
+            return
         row = {"step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
         with open(self.path, "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -59,6 +62,8 @@ class RunLogger:
             self._tb.flush()
 
     def write_samples(self, step: int, samples: Sequence[tuple[str, str, float]]) -> None:
+        if not self.active:
+            return
         folder = os.path.join(self.workdir, "samples")
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, f"step_{step:06d}.txt"), "w") as f:

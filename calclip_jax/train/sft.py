@@ -1,7 +1,8 @@
 """Stage 1: supervised warm start on task demonstrations, cached by config hash.
 
 Every arm of a sweep with the same model, task, tokenizer, SFT settings and seed gets the
-identical starting weights from the cache (written atomically by orbax).
+identical starting weights from the cache (written atomically by orbax). In a multi-process
+run the leader alone trains and writes the cache; the others then read it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -19,7 +20,8 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 
-from calclip_jax.data import Task, Tokenizer, encode_sft_batch
+from calclip_jax.data import Example, Task, Tokenizer, encode_sft_batch
+from calclip_jax.filelock import file_lock
 from calclip_jax.fp8 import PrecisionPolicy
 from calclip_jax.model import (
     ModelConfig,
@@ -27,6 +29,7 @@ from calclip_jax.model import (
     positions_from_mask,
     token_logprobs_and_entropy,
 )
+from calclip_jax.train.multihost import leader_first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +79,7 @@ def run_sft(
     model_config: ModelConfig,
     task: Task,
     tokenizer: Tokenizer,
+    train: Sequence[Example],
     cfg: SFTConfig,
     seed: int,
     evaluate: Callable[[Any], dict[str, float]],
@@ -85,7 +89,6 @@ def run_sft(
     tx = optax.adamw(optax.cosine_decay_schedule(cfg.learning_rate, max(cfg.steps, 1)))
     opt_state = tx.init(params)
     step = make_sft_step(model_config, tx)
-    train = task.examples("train")
     rng = np.random.default_rng(seed)
     seq_len = max(len(tokenizer.encode(task.demonstration(ex))) for ex in train) + 2
     report: dict[str, Any] = {"steps": 0, "accuracy": 0.0, "loss": float("nan")}
@@ -116,13 +119,30 @@ def cached_sft(
     train_fn: Callable[[Any], tuple[Any, dict]],
     log: Callable[[str], None] = print,
 ) -> tuple[Any, dict[str, Any]]:
-    """Loads SFT params from cache_dir/sft/<key>, or trains and stores them."""
+    """Loads SFT params from cache_dir/sft/<key>, or trains and stores them (leader first)."""
+    lock = os.path.join(cache_dir, "sft", f"{key}.lock")  # concurrent runs on one machine
+    with leader_first(f"sft_cache_{key}"), file_lock(lock):
+        return _cached_sft(cache_dir, key, params, train_fn, log)
+
+
+def _cached_sft(
+    cache_dir: str,
+    key: str,
+    params: Any,
+    train_fn: Callable[[Any], tuple[Any, dict]],
+    log: Callable[[str], None],
+) -> tuple[Any, dict[str, Any]]:
     path = os.path.abspath(os.path.join(cache_dir, "sft", key))
     report_path = path + ".json"
-    ckpt = ocp.StandardCheckpointer()
+    # process-local I/O of this process's own arrays; with several processes orbax takes those
+    # only as NumPy (the files are the same)
+    me, numpy_io = jax.process_index(), jax.process_count() > 1
+    local = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+    ckpt = ocp.StandardCheckpointer(multiprocessing_options=local)
     if os.path.exists(report_path) and os.path.isdir(path):
         log(f"sft: using cached warm start {path}")
-        restored = ckpt.restore(path, jax.tree.map(ocp.utils.to_shape_dtype_struct, params))
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
+        restored = ckpt.restore(path, jax.device_get(params) if numpy_io else abstract)
         with open(report_path) as f:
             return restored, json.load(f)
     params, report = train_fn(params)
@@ -131,7 +151,7 @@ def cached_sft(
         import shutil
 
         shutil.rmtree(path)
-    ckpt.save(path, params)
+    ckpt.save(path, jax.device_get(params) if numpy_io else params)
     ckpt.wait_until_finished()
     with open(report_path + ".tmp", "w") as f:
         json.dump(report, f)

@@ -11,15 +11,32 @@ from configs.common import base_config
 def tiny_config(cache_dir: str, **overrides) -> ConfigDict:
     """A config small enough for CI: 1-layer d=32 model, 4 prompts x 4 samples, 3 RL steps."""
     c = base_config()
-    apply_overrides(c, {
-        "task.knobs": ConfigDict({"max_digits": 1, "partial_credit": True, "num_test": 16}),
-        "model.d_model": 32, "model.n_layers": 1, "model.n_heads": 2, "model.n_kv_heads": 1,
-        "model.head_dim": 16, "model.d_ff": 64,
-        "sft.steps": 20, "sft.eval_every": 20, "sft.batch_size": 16, "sft.cache_dir": cache_dir,
-        "rollout.prompts_per_step": 4, "rollout.samples_per_prompt": 4,
-        "rollout.max_new_tokens": 4, "train.steps": 3, "train.num_minibatches": 2,
-        "train.learning_rate": 1e-3, "eval.every": 2, "eval.num_prompts": 8,
-        "log.checkpoint_every": 2, "log.samples_every": 2, "log.quiet": True,
-    })
+    apply_overrides(
+        c,
+        {
+            "task.knobs": ConfigDict({"max_digits": 1, "partial_credit": True, "num_test": 16}),
+            "model.d_model": 32,
+            "model.n_layers": 1,
+            "model.n_heads": 2,
+            "model.n_kv_heads": 1,
+            "model.head_dim": 16,
+            "model.d_ff": 64,
+            "sft.steps": 20,
+            "sft.eval_every": 20,
+            "sft.batch_size": 16,
+            "sft.cache_dir": cache_dir,
+            "rollout.prompts_per_step": 4,
+            "rollout.samples_per_prompt": 4,
+            "rollout.max_new_tokens": 4,
+            "train.steps": 3,
+            "train.num_minibatches": 2,
+            "train.learning_rate": 1e-3,
+            "eval.every": 2,
+            "eval.num_prompts": 8,
+            "log.checkpoint_every": 2,
+            "log.samples_every": 2,
+            "log.quiet": True,
+        },
+    )
     apply_overrides(c, overrides)
     return c

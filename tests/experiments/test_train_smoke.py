@@ -14,9 +14,24 @@ from calclip_jax.train.build import ConfigError, build_run_spec
 from calclip_jax.train.run_logger import read_metrics
 from experiments.run import run_experiment
 
-HEADLINE = ("reward_mean", "response_len_mean", "garbled_frac", "step_time_s", "entropy",
-            "clip_frac_lower_neg", "clip_frac_upper_pos", "zero_grad_frac_neg", "clip_lower", "clip_upper", "mismatch_k3", "mismatch_logp_abs",
-            "token_mult_prob_error", "max_prob_diff", "tis_trunc_frac", "grad_norm")
+HEADLINE = (
+    "reward_mean",
+    "response_len_mean",
+    "garbled_frac",
+    "step_time_s",
+    "entropy",
+    "clip_frac_lower_neg",
+    "clip_frac_upper_pos",
+    "zero_grad_frac_neg",
+    "clip_lower",
+    "clip_upper",
+    "mismatch_k3",
+    "mismatch_logp_abs",
+    "token_mult_prob_error",
+    "max_prob_diff",
+    "tis_trunc_frac",
+    "grad_norm",
+)
 
 ARMS = [
     ("grpo", "bf16", "bf16", False),
@@ -33,8 +48,15 @@ def sft_cache(tmp_path_factory):
 
 @pytest.mark.parametrize(("algo", "rollout", "train", "calib"), ARMS)
 def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
-    config = tiny_config(sft_cache, **{"rl.preset": algo, "rollout.precision": rollout,
-                                       "train.precision": train, "calibration.enabled": calib})
+    config = tiny_config(
+        sft_cache,
+        **{
+            "rl.preset": algo,
+            "rollout.precision": rollout,
+            "train.precision": train,
+            "calibration.enabled": calib,
+        },
+    )
     summary = run_experiment(config, str(tmp_path), log=lambda _: None)
     rows = read_metrics(str(tmp_path))
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -66,14 +88,17 @@ def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
         assert json.load(f)["final_step"] == 3
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
-    ("train.precision", "fp9", "train.precision"),
-    ("calibration.upper_rule", "magic", "calibration"),
-    ("correction.mode", "always", "correction"),
-    ("rl.preset", "ppo", "rl.preset"),
-    ("train.num_minibatches", 3, "train.num_minibatches"),
-    ("task.name", "chess", "task"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("train.precision", "fp9", "train.precision"),
+        ("calibration.upper_rule", "magic", "calibration"),
+        ("correction.mode", "always", "correction"),
+        ("rl.preset", "ppo", "rl.preset"),
+        ("train.num_minibatches", 3, "train.num_minibatches"),
+        ("task.name", "chess", "task"),
+    ],
+)
 def test_bad_config_names_the_key(tmp_path, key, value, message):
     config = tiny_config(str(tmp_path), **{key: value})
     with pytest.raises(ConfigError, match=message):

@@ -1,0 +1,85 @@
+"""The study of issue 6 (RESULTS.md): phases of the experiment matrix as sweep configs.
+
+  python -m experiments.sweep --config=configs/study.py:<phase> --workdir=results/<phase>
+
+Phases:
+  granularity  GRPO, 1 seed: BF16; FP8 rollout only; full FP8 at each granularity with TIS and
+               with TIS + Calibrated Clipping (balance); upper-rule ablations (quantile, scaled).
+  headline     GRPO and DAPO, 3 seeds: BF16, FP8 block + TIS, FP8 block + TIS + CalClip.
+  boundary     harsher FP8 settings to look for the surge: E5M2 forward, 5x learning rate,
+               8 minibatch updates per rollout batch, each with and without CalClip.
+Scale: the 0.1M-parameter model of configs/common.py, 16 prompts x 8 samples per step,
+4 minibatch updates per step, 60 RL steps.
+"""
+
+from __future__ import annotations
+
+from ml_collections import ConfigDict
+
+from configs.arms import ARMS, GRANULARITIES
+
+STUDY_COMMON = {
+    "train.steps": 60,
+    "train.num_minibatches": 4,
+    "eval.every": 10,
+    "log.quiet": True,
+    "log.checkpoint_every": 20,
+}
+
+
+def _arm(name: str, **extra) -> dict:
+    overrides = {"correction.mode": "token_tis", **ARMS[name], **extra}
+    if overrides.get("calibration.enabled"):
+        overrides.setdefault("calibration.upper_rule", "balance")
+    return overrides
+
+
+def granularity_arms() -> dict[str, dict]:
+    arms = {"bf16": _arm("bf16"), "fp8_rollout": _arm("fp8_rollout")}
+    for g in GRANULARITIES:
+        arms[f"fp8_{g}_tis"] = _arm(f"fp8_{g}_tis")
+        arms[f"fp8_{g}_tis_calib"] = _arm(f"fp8_{g}_tis_calib")
+    arms["fp8_block_tis_calib_quantile"] = _arm(
+        "fp8_block_tis_calib", **{"calibration.upper_rule": "quantile"}
+    )
+    arms["fp8_tensor_tis_calib_scaled"] = _arm(
+        "fp8_tensor_tis_calib", **{"calibration.upper_rule": "scaled"}
+    )
+    return arms
+
+
+def headline_arms() -> dict[str, dict]:
+    arms = {}
+    for algo in ("grpo", "dapo"):
+        for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib"):
+            arms[f"{algo}_{name}"] = _arm(name, **{"rl.preset": algo})
+    return arms
+
+
+def boundary_arms() -> dict[str, dict]:
+    harsh = {
+        "e5m2": {"train.fwd_format": "e5m2", "rollout.fwd_format": "e5m2"},
+        "lr5x": {"train.learning_rate": 5e-4},
+        "mb8": {"train.num_minibatches": 8},
+    }
+    arms = {}
+    for tag, extra in harsh.items():
+        if tag != "e5m2":
+            arms[f"bf16_{tag}"] = _arm("bf16", **extra)
+        arms[f"fp8_tensor_tis_{tag}"] = _arm("fp8_tensor_tis", **extra)
+        arms[f"fp8_tensor_tis_calib_{tag}"] = _arm("fp8_tensor_tis_calib", **extra)
+    return arms
+
+
+PHASES = {"granularity": granularity_arms, "headline": headline_arms, "boundary": boundary_arms}
+
+
+def get_config(phase: str = "granularity") -> ConfigDict:
+    if phase not in PHASES:
+        raise ValueError(f"study phase {phase!r}; allowed: {sorted(PHASES)}")
+    c = ConfigDict()
+    c.base = "configs/grpo.py"
+    c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
+    c.seeds = [0, 1, 2] if phase == "headline" else []
+    c.common = ConfigDict(STUDY_COMMON, allow_dotted_keys=True)
+    return c
