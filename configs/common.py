@@ -90,6 +90,7 @@ def base_config() -> ConfigDict:
     c.log.samples_every = 10  # RL steps between sample-response dumps
     c.log.num_samples = 8  # responses per dump
     c.log.checkpoint_every = 10  # RL steps between orbax checkpoints
+    c.log.ratios_every = 10  # RL steps between ratio dumps (ratios/step_*.npz; 0 = never)
     c.log.quiet = False  # no progress bar (CI)
     c.log.surge_factor = 1.5  # entropy surge: entropy > factor x its running minimum
     c.log.surge_warmup = 5  # steps before a surge can be flagged

@@ -4,6 +4,12 @@
     python -m experiments.train --config=configs/dapo.py:fp8_block_tis_calib --workdir=/tmp/run \
         --config.train.steps=50
 Rerunning a command on the same workdir resumes from its latest checkpoint.
+
+Multi-process (multi-host): run the same command once per process, adding
+    --coordinator_address=HOST0:PORT --num_processes=N --process_id=I
+The mesh spans every process's devices; the workdir (and sft.cache_dir) must be a filesystem
+all processes share (orbax checkpoints are collective); process 0 alone writes logs and caches.
+On CPU: XLA_FLAGS=--xla_force_host_platform_device_count=K for K devices per process.
 """
 
 from __future__ import annotations

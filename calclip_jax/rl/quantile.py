@@ -140,12 +140,15 @@ def weighted_select(
     """Smallest x_j (weight_j > 0) whose ascending cumulative weight reaches `thresh`.
 
     Returns (value, reachable): value = min{v : sum(weight[x <= v]) >= thresh} among the x's;
-    -inf when thresh <= 0; +inf (reachable False) when the total weight is below `thresh`.
+    -inf when thresh <= 0 (or subnormal); +inf (reachable False) when the total weight is
+    below `thresh`.
     Weights must be >= 0 (0 marks invalid entries). Exact for both methods at iters=32.
     """
     x_N = jnp.ravel(x).astype(jnp.float32)
     w_N = jnp.ravel(weight).astype(jnp.float32)
     thresh = jnp.asarray(thresh, jnp.float32)
+    # subnormal thresholds count as 0 (CPU XLA flushes denormals: keep both methods consistent)
+    thresh = jnp.where(thresh < jnp.finfo(jnp.float32).tiny, 0.0, thresh)
     reachable = jnp.sum(w_N) >= thresh
     if _resolve(method, x_N.size) == "sort":
         order_N = jnp.argsort(jnp.where(w_N > 0, x_N, jnp.inf))

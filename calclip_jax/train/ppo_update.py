@@ -83,10 +83,41 @@ class PPOUpdater:
             batch["ref_logp"] = to_host(self._old_logp(self.ref_params, state.fp8_meta, batch))
         return batch
 
+    def _shadow(self) -> Callable:
+        if self._shadow_logp is None:
+            self._shadow_logp = make_logprob_fn(self.model_config, self.step_config.shadow_policy)
+        return self._shadow_logp
+
+    def ratio_probe(
+        self, old_params: Any, after: TrainState, batch: dict[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        """Ratios of the whole rollout batch after all its updates, in the trainer precision and
+        in the BF16 shadow (each against the old policy in the same precision), with advantages,
+        response mask and old token probabilities: the raw material of ratio histograms."""
+        shadow = self._shadow()
+        mask = batch["response_mask"].astype(bool)
+        old_ref = to_host(shadow(old_params, {}, batch))
+        new = to_host(self._old_logp(after.params, after.fp8_meta, batch))
+        new_ref = to_host(shadow(after.params, {}, batch))
+        ratio = lambda a, b: np.where(mask, np.exp(np.where(mask, a - b, 0.0)), 1.0)
+        return {
+            "ratio": ratio(new, batch["old_logp"]).astype(np.float32),
+            "ratio_ref": ratio(new_ref, old_ref).astype(np.float32),
+            "advantages": batch["advantages"],
+            "mask": mask,
+            "old_prob": np.exp(batch["old_logp"]).astype(np.float32),
+        }
+
     def update(
-        self, state: TrainState, rollout: dict[str, Any], rng: np.random.Generator
-    ) -> tuple[TrainState, list[dict[str, float]]]:
-        """Returns the new state and one metrics dict (host floats) per train step."""
+        self,
+        state: TrainState,
+        rollout: dict[str, Any],
+        rng: np.random.Generator,
+        probe: bool = False,
+    ) -> tuple[TrainState, list[dict[str, float]], dict[str, np.ndarray] | None]:
+        """Returns the new state, one metrics dict (host floats) per train step, and with
+        `probe` the `ratio_probe` arrays of this rollout batch (else None)."""
+        old_params = jax.tree.map(jnp.copy, state.params) if probe else None  # donated below
         batch = self.prepare(state, rollout)
         n = batch["tokens"].shape[0]
         if n % self.num_minibatches:
@@ -102,4 +133,5 @@ class PPOUpdater:
                 state, metrics = self.train_step(state, {k: v[idx] for k, v in batch.items()})
                 device_metrics.append(metrics)
         host = tree_to_host(device_metrics)
-        return state, [{k: float(jnp.asarray(v)) for k, v in m.items()} for m in host]
+        probed = self.ratio_probe(old_params, state, batch) if probe else None
+        return state, [{k: float(jnp.asarray(v)) for k, v in m.items()} for m in host], probed

@@ -154,7 +154,10 @@ class RLRun:
         t1 = time.perf_counter()
         updater = self._updater(got.batch)
         rng = np.random.default_rng([c.seed, step, 1_000_003])
-        self.state, step_metrics = updater.update(self.state, got.batch, rng)
+        probe = c.log.ratios_every > 0 and step % c.log.ratios_every == 0
+        self.state, step_metrics, probed = updater.update(self.state, got.batch, rng, probe)
+        if probed is not None:
+            self.logger.write_arrays("ratios", step, probed)
         t2 = time.perf_counter()
         row = dict(got.metrics)
         for name in step_metrics[0]:

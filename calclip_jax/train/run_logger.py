@@ -8,6 +8,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 
 def _jsonable(value: Any) -> Any:
     value = float(value) if not isinstance(value, bool | int | str | type(None)) else value
@@ -69,6 +71,14 @@ class RunLogger:
         with open(os.path.join(folder, f"step_{step:06d}.txt"), "w") as f:
             for prompt, response, reward in samples:
                 f.write(f"{reward:+.3f}  {prompt}|{response}\n")
+
+    def write_arrays(self, folder: str, step: int, arrays: Mapping[str, Any]) -> None:
+        """workdir/<folder>/step_XXXXXX.npz (compressed)."""
+        if not self.active:
+            return
+        path = os.path.join(self.workdir, folder)
+        os.makedirs(path, exist_ok=True)
+        np.savez_compressed(os.path.join(path, f"step_{step:06d}.npz"), **arrays)
 
     def close(self) -> None:
         if self._tb is not None:

@@ -20,7 +20,7 @@ import pytest
 
 from calclip_jax.train.run_logger import read_metrics
 
-pytestmark = pytest.mark.slow  # ~2-3 minutes on a busy 2-core CPU: three jax processes
+pytestmark = pytest.mark.slow  # ~100 s on a busy 2-core CPU: three jax processes, compiles
 
 REPO = Path(__file__).resolve().parents[2]
 # the tiny settings of experiments_testutil.tiny_config, as flags on the default config
@@ -118,8 +118,6 @@ def test_two_processes_match_one_process(tmp_path):
         for key in EXACT:
             assert m[key] == s[key], (m["step"], key)
         differ = {
-            k: (m[k], s[k])
-            for k in m
-            if not k.endswith("_time_s") and not _close(m[k], s[k])
+            k: (m[k], s[k]) for k in m if not k.endswith("_time_s") and not _close(m[k], s[k])
         }
         assert not differ, (m["step"], differ)

@@ -91,7 +91,9 @@ def test_weighted_select_sort_equals_bisect(seed, frac):
     v_sort, ok_sort = _wselect["sort"](x, w, thresh)
     v_bis, ok_bis = _wselect["bisect"](x, w, thresh)
     assert float(v_sort) == float(v_bis) and bool(ok_sort) == bool(ok_bis)
-    if thresh > 0 and bool(ok_sort):  # minimal value whose cumulative weight reaches thresh
+    if thresh < np.finfo(np.float32).tiny:  # zero, negative or subnormal: nothing to reach
+        assert float(v_sort) == -np.inf
+    elif bool(ok_sort):  # minimal value whose cumulative weight reaches thresh
         v = float(v_sort)
         assert w[x <= v].sum() >= thresh * (1 - 1e-6)
         assert w[x < v].sum() < thresh

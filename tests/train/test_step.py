@@ -150,8 +150,13 @@ def test_ppo_updater_runs_epochs_times_minibatches():
     cfg, tx, state = make_setup("bf16")
     step = jax.jit(make_train_step(TINY, cfg, tx), donate_argnums=0)
     updater = PPOUpdater(TINY, cfg, step, epochs=2, num_minibatches=2, ref_params=state.params)
-    state, metrics = updater.update(state, rollout_batch(), np.random.default_rng(0))
+    state, metrics, probe = updater.update(state, rollout_batch(), np.random.default_rng(0), True)
     assert len(metrics) == 4 and int(state.step) == 4
     assert all(np.isfinite(m["loss"]) for m in metrics)
     assert metrics[0]["ratio_pos_p50"] == pytest.approx(1.0, abs=1e-6)
     assert jnp.isfinite(metrics[-1]["grad_norm"])
+    # bf16 trainer: the ratio probe's trainer and BF16-shadow ratios are the same numbers
+    mask = probe["mask"]
+    assert probe["ratio"].shape == mask.shape and np.all(probe["ratio"][~mask] == 1.0)
+    np.testing.assert_allclose(probe["ratio"], probe["ratio_ref"], rtol=1e-6)
+    assert np.any(np.abs(probe["ratio"][mask] - 1.0) > 1e-3)  # the updates moved the policy
