@@ -4,10 +4,13 @@
 
 Phases:
   granularity  GRPO, 1 seed: BF16; FP8 rollout only; full FP8 at each granularity with TIS and
-               with TIS + Calibrated Clipping (balance); upper-rule ablations (quantile, scaled).
+               with TIS + Calibrated Clipping (balance); ablations: upper rule (quantile,
+               scaled), no EMA smoothing of the bounds.
   headline     GRPO and DAPO, 3 seeds: BF16, FP8 block + TIS, FP8 block + TIS + CalClip.
-  boundary     harsher FP8 settings to look for the surge: E5M2 forward, 5x learning rate,
-               8 minibatch updates per rollout batch, each with and without CalClip.
+  seeds        the GRPO headline arms at seeds 1 and 2 (seed 0: the granularity phase).
+  dapo         the DAPO headline arms at seed 0.
+  boundary     harsher settings to look for the surge: E5M2 forward, 5x learning rate, each
+               with and without CalClip (and BF16 at 5x learning rate).
 Scale: the 0.1M-parameter model of configs/common.py, 16 prompts x 8 samples per step,
 4 minibatch updates per step, 60 RL steps.
 """
@@ -45,6 +48,9 @@ def granularity_arms() -> dict[str, dict]:
     arms["fp8_tensor_tis_calib_scaled"] = _arm(
         "fp8_tensor_tis_calib", **{"calibration.upper_rule": "scaled"}
     )
+    arms["fp8_block_tis_calib_ema0"] = _arm(  # no smoothing: exact per-minibatch matching
+        "fp8_block_tis_calib", **{"calibration.ema_beta": 0.0}
+    )
     return arms
 
 
@@ -56,11 +62,27 @@ def headline_arms() -> dict[str, dict]:
     return arms
 
 
+def seed_arms() -> dict[str, dict]:
+    """GRPO headline arms at seeds 1 and 2 (seed 0 is the granularity phase's run)."""
+    return {
+        f"{name}__seed{seed}": _arm(name, seed=seed)
+        for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
+        for seed in (1, 2)
+    }
+
+
+def dapo_arms() -> dict[str, dict]:
+    """DAPO headline arms, seed 0."""
+    return {
+        f"dapo_{name}": _arm(name, **{"rl.preset": "dapo"})
+        for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
+    }
+
+
 def boundary_arms() -> dict[str, dict]:
     harsh = {
         "e5m2": {"train.fwd_format": "e5m2", "rollout.fwd_format": "e5m2"},
         "lr5x": {"train.learning_rate": 5e-4},
-        "mb8": {"train.num_minibatches": 8},
     }
     arms = {}
     for tag, extra in harsh.items():
@@ -71,7 +93,13 @@ def boundary_arms() -> dict[str, dict]:
     return arms
 
 
-PHASES = {"granularity": granularity_arms, "headline": headline_arms, "boundary": boundary_arms}
+PHASES = {
+    "granularity": granularity_arms,
+    "headline": headline_arms,
+    "seeds": seed_arms,
+    "dapo": dapo_arms,
+    "boundary": boundary_arms,
+}
 
 
 def get_config(phase: str = "granularity") -> ConfigDict:

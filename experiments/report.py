@@ -1,0 +1,277 @@
+"""Tables and figures of RESULTS.md from the study's sweep directories.
+
+    python -m experiments.report --results=results
+
+Reads every arm under <results>/<phase>/ (granularity, boundary, seeds, dapo; missing phases
+are skipped), writes <results>/tables.md and PNG figures into <results>/figures/.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from absl import app, flags
+
+from calclip_jax.analysis import metrics as M
+from calclip_jax.analysis import plots
+from calclip_jax.analysis.surge import detect_surge
+
+_RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
+PHASES = ("granularity", "boundary", "seeds", "dapo")
+GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
+LAST = 10  # "final" values: mean over the last LAST RL steps
+
+
+def _mean(x: np.ndarray | None, last: int | None = None) -> float:
+    if x is None or x.size == 0:
+        return math.nan
+    x = x[-last:] if last else x
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else math.nan
+
+
+def _fmt(v: float, pct: bool = False) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{100 * v:.2f}%" if pct else f"{v:.3f}"
+
+
+def load_all(root: Path) -> dict[str, dict]:
+    """arm name -> {"dir", "cols", "config"} for every arm of every phase present."""
+    arms = {}
+    for phase in PHASES:
+        for name, path in M.find_arms(root / phase).items():
+            cols = M.load_columns(path)
+            if cols.get("step") is None or cols["step"].size == 0:
+                continue
+            key = name if phase in ("granularity", "seeds") else f"{phase}/{name}"
+            arms[key] = {"dir": path, "cols": cols, "config": M.load_config(path) or {}}
+    return arms
+
+
+def distortion_table(arms: dict[str, dict]) -> str:
+    """Clip fractions at the static bounds by advantage sign: FP8 vs BF16, per granularity."""
+    lines = [
+        "| granularity | FP8 lower/A<0 (TIS arm) | BF16 shadow lower/A<0 (calib arm) | ratio "
+        "| FP8 upper/A>0 | BF16 shadow upper/A>0 | ratio | FP8 under calibrated bounds lower/A<0 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    bf16 = arms.get("bf16")
+    if bf16:
+        c = bf16["cols"]
+        lines.append(
+            f"| bf16 (own run) | {_fmt(_mean(c.get('clip_frac_lower_neg')), True)} | - | - | "
+            f"{_fmt(_mean(c.get('clip_frac_upper_pos')), True)} | - | - | - |"
+        )
+    for g in GRANULARITIES:
+        tis, cal = arms.get(f"fp8_{g}_tis"), arms.get(f"fp8_{g}_tis_calib")
+        if not tis or not cal:
+            continue
+        lo, up = (
+            _mean(tis["cols"].get("clip_frac_lower_neg")),
+            _mean(tis["cols"].get("clip_frac_upper_pos")),
+        )
+        lo_ref = _mean(cal["cols"].get("clip_frac_lower_neg_ref"))
+        up_ref = _mean(cal["cols"].get("clip_frac_upper_pos_ref"))
+        lo_cal = _mean(cal["cols"].get("clip_frac_lower_neg"))
+        lines.append(
+            f"| {g} | {_fmt(lo, True)} | {_fmt(lo_ref, True)} | {lo / lo_ref:.1f}x | "
+            f"{_fmt(up, True)} | {_fmt(up_ref, True)} | {up / up_ref:.1f}x | {_fmt(lo_cal, True)} |"
+        )
+    return "\n".join(lines)
+
+
+def dynamics_table(arms: dict[str, dict]) -> str:
+    """Per arm: reward, eval accuracy, entropy path, surge, length, garbled share, mismatch."""
+    lines = [
+        f"| arm | steps | reward (last {LAST}) | eval acc first -> last | entropy first / min / "
+        "peak after min / last | surge step | resp len | garbled | mismatch k3 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, arm in arms.items():
+        c, cfg = arm["cols"], arm["config"]
+        ent = c.get("entropy", np.array([]))
+        finite = ent[np.isfinite(ent)] if ent.size else ent
+        k = M.config_value(cfg, "log.surge_factor", 1.5)
+        warm = M.config_value(cfg, "log.surge_warmup", 5)
+        surge = detect_surge(ent, c["step"], k=k, warmup=warm) if ent.size else None
+        i_min = int(np.nanargmin(ent)) if finite.size else 0
+        peak_after = float(np.nanmax(ent[i_min:])) if finite.size else math.nan
+        ev = c.get("eval_accuracy", np.array([]))
+        ev = ev[np.isfinite(ev)] if ev.size else ev
+        planned = M.config_value(cfg, "train.steps", None)
+        steps = f"{int(c['step'][-1])}" + ("" if planned == int(c["step"][-1]) else f"/{planned}")
+        lines.append(
+            f"| {name} | {steps} | {_fmt(_mean(c.get('reward_mean'), LAST))} | "
+            f"{_fmt(ev[0] if ev.size else math.nan)} -> {_fmt(ev[-1] if ev.size else math.nan)} | "
+            f"{_fmt(finite[0] if finite.size else math.nan)} / {_fmt(np.nanmin(ent))} / "
+            f"{_fmt(peak_after)} / {_fmt(finite[-1] if finite.size else math.nan)} | "
+            f"{surge if surge is not None else 'none'} | "
+            f"{_fmt(_mean(c.get('response_len_mean'), LAST))} | "
+            f"{_fmt(_mean(c.get('garbled_frac'), LAST), True)} | "
+            f"{_mean(c.get('mismatch_k3')):.1e} |"
+        )
+    return "\n".join(lines)
+
+
+def seeds_table(arms: dict[str, dict]) -> str:
+    """Mean and spread over seeds 0-2 of the GRPO headline arms (final reward, eval accuracy)."""
+    lines = [
+        "| arm | seeds | reward (last 10) mean ± std | final eval acc mean ± std |",
+        "|---|---|---|---|",
+    ]
+    for base in ("bf16", "fp8_block_tis", "fp8_block_tis_calib"):
+        runs = [arms[n] for n in (base, f"{base}__seed1", f"{base}__seed2") if n in arms]
+        runs = [
+            r
+            for r in runs
+            if r["cols"]["step"][-1] == M.config_value(r["config"], "train.steps", -1)
+        ]
+        if not runs:
+            continue
+        rew = np.array([_mean(r["cols"].get("reward_mean"), LAST) for r in runs])
+        acc = []
+        for r in runs:
+            ev = r["cols"].get("eval_accuracy", np.array([]))
+            ev = ev[np.isfinite(ev)]
+            acc.append(ev[-1] if ev.size else math.nan)
+        acc = np.array(acc)
+        sd = lambda x: x.std(ddof=1) if x.size > 1 else math.nan
+        lines.append(
+            f"| {base} | {len(runs)} | {rew.mean():.3f} ± {sd(rew):.3f} | "
+            f"{acc.mean():.3f} ± {sd(acc):.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -> str:
+    """From ratio dumps: share of A<0 tokens below the static lower bound, FP8 vs BF16 shadow on
+    the same tokens, binned by the token's old probability; figure + table."""
+    import matplotlib.pyplot as plt
+
+    edges = np.array([0.0, 0.05, 0.2, 0.5, 0.9, 0.99, 1.0001])
+    lines = [
+        "| arm | dumps | tokens A<0 | "
+        + " | ".join(f"p in [{a:.2f},{min(b, 1):.2f})" for a, b in itertools.pairwise(edges))
+        + " |",
+        "|---|---|---|" + "---|" * (len(edges) - 1),
+    ]
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for i, name in enumerate(n for n in names if n in arms):
+        files = sorted((arms[name]["dir"] / "ratios").glob("step_*.npz"))
+        if not files:
+            continue
+        lower = 1.0 - float(
+            M.config_value(arms[name]["config"], "rl.eps_low", -1)
+            if M.config_value(arms[name]["config"], "rl.eps_low", -1) >= 0
+            else 0.2
+        )
+        fp8, ref, prob = [], [], []
+        for f in files:
+            d = np.load(f)
+            adv = d["advantages"]
+            adv = np.broadcast_to(adv[:, None] if adv.ndim == 1 else adv, d["mask"].shape)
+            sel = d["mask"] & (adv < 0)
+            (
+                fp8.append(d["ratio"][sel]),
+                ref.append(d["ratio_ref"][sel]),
+                prob.append(d["old_prob"][sel]),
+            )
+        fp8, ref, prob = (np.concatenate(x) for x in (fp8, ref, prob))
+        cells, fr_fp8, fr_ref = [], [], []
+        for a, b in itertools.pairwise(edges):
+            inb = (prob >= a) & (prob < b)
+            n = int(inb.sum())
+            f8 = float((fp8[inb] < lower).mean()) if n else math.nan
+            rf = float((ref[inb] < lower).mean()) if n else math.nan
+            fr_fp8.append(f8), fr_ref.append(rf)
+            cells.append(f"{_fmt(f8, True)} vs {_fmt(rf, True)} (n={n})")
+        lines.append(f"| {name} | {len(files)} | {fp8.size} | " + " | ".join(cells) + " |")
+        x = np.arange(len(edges) - 1)
+        ax.plot(x, fr_fp8, marker="o", color=f"C{i}", label=f"{name}: FP8")
+        ax.plot(x, fr_ref, marker="x", ls="--", color=f"C{i}", label=f"{name}: BF16 shadow")
+    ax.set_xticks(
+        np.arange(len(edges) - 1),
+        [f"[{a:.2f},{min(b, 1):.2f})" for a, b in itertools.pairwise(edges)],
+        rotation=20,
+    )
+    ax.set(
+        xlabel="old-policy probability of the token",
+        ylabel="share of A<0 tokens with r < 1-eps_low",
+        title="Lower-bound clipping by token probability (same tokens)",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    root = Path(_RESULTS.value)
+    figs = root / "figures"
+    os.makedirs(figs, exist_ok=True)
+    arms = load_all(root)
+    headline = {
+        n: arms[n]["dir"]
+        for n in (
+            "bf16",
+            "fp8_block_tis",
+            "fp8_block_tis_calib",
+            "fp8_tensor_tis",
+            "fp8_tensor_tis_calib",
+        )
+        if n in arms
+    }
+    plots.plot_curves(
+        headline,
+        keys=(
+            "entropy",
+            "reward_mean",
+            "eval_accuracy",
+            "clip_frac_lower_neg",
+            "response_len_mean",
+            "clip_lower",
+        ),
+        save=figs / "training_dynamics.png",
+    )
+    boundary = {n: a["dir"] for n, a in arms.items() if n.startswith("boundary/")}
+    if boundary:
+        plots.plot_curves(
+            boundary,
+            keys=("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg"),
+            save=figs / "boundary.png",
+        )
+    calibrated = {n: a["dir"] for n, a in arms.items() if n.endswith("_tis_calib")}
+    plots.plot_curves(
+        calibrated, keys=("clip_lower", "clip_upper"), save=figs / "calibrated_bounds.png"
+    )
+    binned = probability_binned(
+        arms,
+        [n for n in arms if (arms[n]["dir"] / "ratios").is_dir()],
+        figs / "clip_by_probability.png",
+    )
+    text = "\n\n".join(
+        [
+            "## Ratio distortion (mean over all RL steps)",
+            distortion_table(arms),
+            "## Lower clipping by token probability (ratio dumps, same tokens)",
+            binned,
+            "## Training dynamics",
+            dynamics_table(arms),
+            "## Seeds",
+            seeds_table(arms),
+        ]
+    )
+    (root / "tables.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    app.run(main)
