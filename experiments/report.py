@@ -166,11 +166,7 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -
         files = sorted((arms[name]["dir"] / "ratios").glob("step_*.npz"))
         if not files:
             continue
-        lower = 1.0 - float(
-            M.config_value(arms[name]["config"], "rl.eps_low", -1)
-            if M.config_value(arms[name]["config"], "rl.eps_low", -1) >= 0
-            else 0.2
-        )
+        lower = 0.8  # 1 - eps_low of both presets (eps_low = 0.2)
         fp8, ref, prob = [], [], []
         for f in files:
             d = np.load(f)
