@@ -100,8 +100,8 @@ def load_split(
     """Reads `split` of `task` from `data_dir` (tfds array_record), building it first if absent."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    builder = builder_for(task, data_dir)
     if prepare:  # one process builds; concurrent runs (parallel sweep arms) wait, then read
         with file_lock(os.path.join(os.fspath(data_dir), f".{task.name}.lock")):
-            builder.download_and_prepare()
-    return ExampleSource(builder.as_data_source(split=split))
+            builder_for(task, data_dir).download_and_prepare()
+    # a builder made now sees the prepared dataset (one made before the wait would not)
+    return ExampleSource(builder_for(task, data_dir).as_data_source(split=split))
