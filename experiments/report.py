@@ -149,6 +149,39 @@ def seeds_table(arms: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def distortion_bars(arms: dict[str, dict], out: Path) -> None:
+    """Bars per granularity: FP8 clip share (TIS arm, static bounds) vs the BF16 shadow's (same
+    tokens as the calibrated arm's FP8), lower bound on A<0 and upper bound on A>0."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, (key, title) in zip(
+        axes,
+        (("clip_frac_lower_neg", "lower clip, A<0"), ("clip_frac_upper_pos", "upper clip, A>0")),
+        strict=True,
+    ):
+        names, fp8, ref = [], [], []
+        for g in GRANULARITIES:
+            tis, cal = arms.get(f"fp8_{g}_tis"), arms.get(f"fp8_{g}_tis_calib")
+            if tis and cal:
+                names.append(g)
+                fp8.append(100 * _mean(tis["cols"].get(key)))
+                ref.append(100 * _mean(cal["cols"].get(f"{key}_ref")))
+        x = np.arange(len(names))
+        ax.bar(x - 0.2, fp8, 0.4, label="FP8 (TIS arm)")
+        ax.bar(x + 0.2, ref, 0.4, label="BF16 shadow (in-step)")
+        if "bf16" in arms:
+            ax.axhline(
+                100 * _mean(arms["bf16"]["cols"].get(key)), color="k", ls="--", label="BF16 run"
+            )
+        ax.set_xticks(x, names)
+        ax.set(title=title, ylabel="% of tokens clipped (static bounds)")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
 def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -> str:
     """From ratio dumps: share of A<0 tokens below the static lower bound, FP8 vs BF16 shadow on
     the same tokens, binned by the token's old probability; figure + table."""
@@ -202,9 +235,9 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -
         title="Lower-bound clipping by token probability (same tokens)",
     )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     return "\n".join(lines)
 
 
@@ -248,11 +281,11 @@ def main(argv: list[str]) -> None:
     plots.plot_curves(
         calibrated, keys=("clip_lower", "clip_upper"), save=figs / "calibrated_bounds.png"
     )
-    binned = probability_binned(
-        arms,
-        [n for n in arms if (arms[n]["dir"] / "ratios").is_dir()],
-        figs / "clip_by_probability.png",
-    )
+    dumped = [n for n in arms if (arms[n]["dir"] / "ratios").is_dir()]
+    uncalibrated = [n for n in dumped if n.endswith(("_tis", "_tis_e5m2"))]
+    binned = probability_binned(arms, dumped, figs / "clip_by_probability_all.png")
+    probability_binned(arms, uncalibrated, figs / "clip_by_probability.png")
+    distortion_bars(arms, figs / "distortion.png")
     text = "\n\n".join(
         [
             "## Ratio distortion (mean over all RL steps)",

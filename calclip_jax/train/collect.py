@@ -7,6 +7,7 @@ and samples as an uninterrupted one.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -40,31 +41,38 @@ class Collected:
     samples: list[tuple[str, str, float]]  # (prompt, response, reward) of the first rows
 
 
-def _round(
-    params: Any,
-    fp8_meta: Any,
-    model: ModelConfig,
-    policy: PrecisionPolicy,
-    task: Task,
-    tokenizer: Tokenizer,
-    train: list[Example],
-    prompt_len: int,
-    cfg: RolloutConfig,
-    rl: RLPreset,
-    seed: int,
-    step: int,
-    round_: int,
-) -> dict[str, Any]:
-    rng = np.random.default_rng([seed, step, round_])
-    examples = [train[i] for i in rng.integers(0, len(train), size=cfg.prompts_per_step)]
-    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), step), round_)
+@dataclasses.dataclass(frozen=True)
+class Collector:
+    """What a rollout needs besides the parameters: model, sampler precision, task, data."""
+
+    model: ModelConfig
+    policy: PrecisionPolicy  # the rollout (sampler) precision
+    task: Task
+    tokenizer: Tokenizer
+    train: Sequence[Example]
+    prompt_len: int
+    cfg: RolloutConfig
+    rl: RLPreset
+    seed: int
+
+    def collect(self, params: Any, fp8_meta: Any, step: int) -> Collected:
+        """See the module-level `collect`."""
+        return collect(self, params, fp8_meta, step)
+
+
+def _round(c: Collector, params: Any, fp8_meta: Any, step: int, round_: int) -> dict[str, Any]:
+    """One sampler call on prompts drawn from (seed, step, round_), verified and shaped."""
+    cfg = c.cfg
+    rng = np.random.default_rng([c.seed, step, round_])
+    examples = [c.train[i] for i in rng.integers(0, len(c.train), size=cfg.prompts_per_step)]
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(c.seed), step), round_)
     out = generate(
         params,
-        model,
-        policy,
-        tokenizer,
+        c.model,
+        c.policy,
+        c.tokenizer,
         examples,
-        prompt_len,
+        c.prompt_len,
         key,
         num_samples=cfg.samples_per_prompt,
         max_new_tokens=cfg.max_new_tokens,
@@ -73,14 +81,16 @@ def _round(
         top_p=cfg.top_p,
         fp8_meta=fp8_meta,
     )
-    texts, finished = decode_responses(tokenizer, out, prompt_len)
+    texts, finished = decode_responses(c.tokenizer, out, c.prompt_len)
     rows = [ex for ex in examples for _ in range(cfg.samples_per_prompt)]
-    scores = task.verify_batch(rows, texts, finished)
+    scores = c.task.verify_batch(rows, texts, finished)
     lengths = np.asarray(out.response_len)
     shaped = scores["reward"].astype(np.float32)
-    if rl.overlong_shaping:
+    if c.rl.overlong_shaping:
         shaped = shaped + np.asarray(
-            overlong_penalty(lengths, max_len=rl.overlong_max_len, cache_len=rl.overlong_cache_len)
+            overlong_penalty(
+                lengths, max_len=c.rl.overlong_max_len, cache_len=c.rl.overlong_cache_len
+            )
         )
     arrays = {
         k: np.asarray(getattr(out, k))
@@ -96,51 +106,21 @@ def _round(
     }
 
 
-def collect(
-    params: Any,
-    fp8_meta: Any,
-    model: ModelConfig,
-    policy: PrecisionPolicy,
-    task: Task,
-    tokenizer: Tokenizer,
-    train: list[Example],
-    prompt_len: int,
-    cfg: RolloutConfig,
-    rl: RLPreset,
-    seed: int,
-    step: int,
-) -> Collected:
+def collect(c: Collector, params: Any, fp8_meta: Any, step: int) -> Collected:
     """One RL step's rollout batch of exactly prompts_per_step x samples_per_prompt rows.
 
     With dynamic sampling, groups whose rewards are all equal are dropped and further rounds
     refill the batch (up to max_refill_rounds); if still short, dropped groups (advantage 0)
     fill the rest and `dyn_fill_frac` reports their share.
     """
+    cfg, rl = c.cfg, c.rl
     g, b = cfg.samples_per_prompt, cfg.prompts_per_step
-    first = _round(
-        params, fp8_meta, model, policy, task, tokenizer, train, prompt_len, cfg, rl, seed, step, 0
-    )
+    first = _round(c, params, fp8_meta, step, 0)
     rounds = [first]
     if rl.dynamic_sampling:
         kept = int(np.sum(np.asarray(dynamic_sampling_keep(first["shaped"], g)))) // g
         while kept < b and len(rounds) <= cfg.max_refill_rounds:
-            rounds.append(
-                _round(
-                    params,
-                    fp8_meta,
-                    model,
-                    policy,
-                    task,
-                    tokenizer,
-                    train,
-                    prompt_len,
-                    cfg,
-                    rl,
-                    seed,
-                    step,
-                    len(rounds),
-                )
-            )
+            rounds.append(_round(c, params, fp8_meta, step, len(rounds)))
             kept += int(np.sum(np.asarray(dynamic_sampling_keep(rounds[-1]["shaped"], g)))) // g
     groups: list[tuple[int, int, bool]] = []  # (round, group, informative)
     for r, rd in enumerate(rounds):

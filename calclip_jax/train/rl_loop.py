@@ -21,7 +21,7 @@ from calclip_jax.fp8 import FP8_META
 from calclip_jax.model import Transformer
 from calclip_jax.train.build import RunSpec
 from calclip_jax.train.checkpoints import Checkpointer
-from calclip_jax.train.collect import RolloutConfig, collect
+from calclip_jax.train.collect import Collector, RolloutConfig
 from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
 from calclip_jax.train.mesh import make_mesh
 from calclip_jax.train.multihost import is_leader, sync
@@ -61,10 +61,10 @@ class RLRun:
         )
         self.state = shard_state(state, self.mesh)
         self.rollout_meta = self._init_meta(spec.rollout_policy, params)
-        self.train, self.test = train, list(test[: config.eval.num_prompts])
+        self.test = list(test[: config.eval.num_prompts])
         self.prompt_len = max_prompt_len(spec.tokenizer, spec.task)
         r = config.rollout
-        self.rollout_cfg = RolloutConfig(
+        rollout_cfg = RolloutConfig(
             r.prompts_per_step,
             r.samples_per_prompt,
             r.max_new_tokens,
@@ -72,6 +72,17 @@ class RLRun:
             r.top_k,
             r.top_p,
             r.max_refill_rounds,
+        )
+        self.collector = Collector(
+            spec.model,
+            spec.rollout_policy,
+            spec.task,
+            spec.tokenizer,
+            train,
+            self.prompt_len,
+            rollout_cfg,
+            step_cfg.rl,
+            config.seed,
         )
         # a copy (on the mesh, like the state): the state's buffers are donated to the train step
         kl = step_cfg.rl.kl_beta > 0
@@ -106,9 +117,15 @@ class RLRun:
             ref_params=self.ref_params,
         )
 
+    def sampler_meta(self) -> Any:
+        """Amax histories for a delayed-scaling sampler: the trainer's when it has them (weight
+        sync carries them along), else the sampler's own empty ones; None otherwise."""
+        if not self.spec.rollout_policy.any_delayed:
+            return None
+        return self.state.fp8_meta if self.spec.step.policy.any_delayed else self.rollout_meta
+
     def evaluate(self) -> dict[str, float]:
-        meta = self.state.fp8_meta if self.spec.step.policy.any_delayed else self.rollout_meta
-        meta = meta if self.spec.rollout_policy.any_delayed else None
+        """Greedy accuracy on the test prompts, sampled in the rollout precision."""
         return greedy_eval(
             self.state.params,
             self.spec.model,
@@ -118,7 +135,7 @@ class RLRun:
             self.test,
             self.prompt_len,
             self.config.rollout.max_new_tokens,
-            fp8_meta=meta,
+            fp8_meta=self.sampler_meta(),
         )
 
     def resume(self) -> int:
@@ -134,23 +151,8 @@ class RLRun:
     def rl_step(self, step: int) -> dict[str, float]:
         """RL step `step` (1-based): returns its metrics row."""
         t0 = time.perf_counter()
-        spec, c = self.spec, self.config
-        meta = self.state.fp8_meta if spec.step.policy.any_delayed else self.rollout_meta
-        meta = meta if spec.rollout_policy.any_delayed else None
-        got = collect(
-            self.state.params,
-            meta,
-            spec.model,
-            spec.rollout_policy,
-            spec.task,
-            spec.tokenizer,
-            self.train,
-            self.prompt_len,
-            self.rollout_cfg,
-            spec.step.rl,
-            c.seed,
-            step,
-        )
+        c = self.config
+        got = self.collector.collect(self.state.params, self.sampler_meta(), step)
         t1 = time.perf_counter()
         updater = self._updater(got.batch)
         rng = np.random.default_rng([c.seed, step, 1_000_003])
