@@ -77,7 +77,7 @@ def base_config() -> ConfigDict:
     c.calibration = ConfigDict()
     c.calibration.enabled = False  # Calibrated Clipping on/off
     c.calibration.period = 1  # recalibrate every K train steps
-    c.calibration.ema_beta = 0.5  # EMA factor of the bounds
+    c.calibration.ema_beta = 0.0  # EMA of the bounds (0 = none; 0.5 under-corrects at K=1)
     c.calibration.upper_rule = "balance"  # balance | quantile | scaled | fixed
     c.calibration.upper_max = 0.0  # cap of the upper bound; 0 -> 1 + 2 * eps_high
     c.calibration.shadow_precision = "bf16"  # precision of the reference forwards

@@ -27,6 +27,7 @@ STUDY_COMMON = {
     "eval.every": 10,
     "log.quiet": True,
     "log.checkpoint_every": 20,
+    "calibration.ema_beta": 0.5,  # the study's setting (the default became 0 after its ablation)
 }
 
 
