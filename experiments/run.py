@@ -128,6 +128,7 @@ def format_summary(s: dict) -> str:
             f"clip frac lower/neg {fmt(s['clip_frac_lower_neg_mean'])} (BF16 shadow "
             f"{fmt(s['clip_frac_lower_neg_ref_mean'])}), upper/pos "
             f"{fmt(s['clip_frac_upper_pos_mean'])}",
-            f"rollout-trainer mismatch k3 {fmt(s['mismatch_k3_mean'])}",
+            "rollout-trainer mismatch k3 "
+            + ("n/a" if s["mismatch_k3_mean"] is None else f"{s['mismatch_k3_mean']:.2e}"),
         ]
     )

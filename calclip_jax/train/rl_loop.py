@@ -88,7 +88,7 @@ class RLRun:
         kl = step_cfg.rl.kl_beta > 0
         self.ref_params = jax.tree.map(jnp.copy, self.state.params) if kl else None
         self._step_fn = make_train_step(spec.model, step_cfg, self.tx)
-        self._jitted: Any = None
+        self._ppo: PPOUpdater | None = None
         self.checkpointer = Checkpointer(workdir)
         self.logger = RunLogger(workdir, active=is_leader())
 
@@ -102,20 +102,22 @@ class RLRun:
         return dict(variables[FP8_META])
 
     def _updater(self, batch: dict[str, np.ndarray]) -> PPOUpdater:
-        if self._jitted is None:
+        """The PPO updater, built (and its step jitted with shardings) on the first batch only:
+        a new updater per step would re-trace its jitted log-prob functions every step."""
+        if self._ppo is None:
             mb = {k: v[: len(v) // self.config.train.num_minibatches] for k, v in batch.items()}
             mb = PPOUpdater(
                 self.spec.model, self.spec.step, None, ref_params=self.ref_params
             ).prepare(self.state, mb)
-            self._jitted = jit_train_step(self._step_fn, self.state, mb, self.mesh)
-        return PPOUpdater(
-            self.spec.model,
-            self.spec.step,
-            self._jitted,
-            epochs=self.config.train.ppo_epochs,
-            num_minibatches=self.config.train.num_minibatches,
-            ref_params=self.ref_params,
-        )
+            self._ppo = PPOUpdater(
+                self.spec.model,
+                self.spec.step,
+                jit_train_step(self._step_fn, self.state, mb, self.mesh),
+                epochs=self.config.train.ppo_epochs,
+                num_minibatches=self.config.train.num_minibatches,
+                ref_params=self.ref_params,
+            )
+        return self._ppo
 
     def sampler_meta(self) -> Any:
         """Amax histories for a delayed-scaling sampler: the trainer's when it has them (weight
