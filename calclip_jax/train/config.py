@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from calclip_jax.fp8 import PrecisionPolicy
 from calclip_jax.rl.calibration import CalibrationConfig
@@ -50,16 +49,3 @@ class StepConfig:
     def shadow_policy(self) -> PrecisionPolicy:
         """Precision of the calibration reference forwards (BF16 by default)."""
         return PrecisionPolicy.preset(self.calibration.shadow_precision)
-
-    @classmethod
-    def from_dicts(cls, policy: Any, rl: Any, calibration: Any, optim: Any) -> StepConfig:
-        return cls(
-            policy=policy
-            if isinstance(policy, PrecisionPolicy)
-            else PrecisionPolicy.from_config(policy),
-            rl=rl if isinstance(rl, RLPreset) else RLPreset.from_dict(dict(rl)),
-            calibration=calibration
-            if isinstance(calibration, CalibrationConfig)
-            else CalibrationConfig(**dict(calibration)),
-            optim=optim if isinstance(optim, OptimConfig) else OptimConfig(**dict(optim)),
-        )
