@@ -17,6 +17,7 @@ from calclip_jax.train.run_logger import read_metrics
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 TIMING = ("step_time_s", "rollout_time_s", "train_time_s")
+STEPS = 10  # checkpoints every 2 steps: the kill lands with most of the run still to go
 
 
 def _config_file(tmp_path: Path, cache: Path) -> Path:
@@ -26,7 +27,7 @@ def _config_file(tmp_path: Path, cache: Path) -> Path:
         f"sys.path.insert(0, {str(HERE)!r})\n"
         "from experiments_testutil import tiny_config\n\n"
         "def get_config():\n"
-        f"    return tiny_config({str(cache)!r}, **{{'train.steps': 4}})\n"
+        f"    return tiny_config({str(cache)!r}, **{{'train.steps': {STEPS}}})\n"
     )
     return path
 
@@ -54,12 +55,12 @@ def test_killed_run_resumes_to_identical_metrics(tmp_path):
     config = _config_file(tmp_path, cache)
     _finish(_train(config, tmp_path / "full"))
     full = _comparable(read_metrics(str(tmp_path / "full")))
-    assert [r["step"] for r in full] == [1, 2, 3, 4]
+    assert [r["step"] for r in full] == list(range(1, STEPS + 1))
 
     run = tmp_path / "killed"
     proc = _train(config, run)
     deadline = time.monotonic() + 240
-    while not (run / "checkpoints" / "2").is_dir():
+    while not any(p.name.isdigit() for p in (run / "checkpoints").glob("*")):
         assert proc.poll() is None, "run ended before its first checkpoint"
         assert time.monotonic() < deadline, "no checkpoint within the time limit"
         time.sleep(0.2)
@@ -67,7 +68,7 @@ def test_killed_run_resumes_to_identical_metrics(tmp_path):
     proc.wait(timeout=30)
     assert not (run / "summary.json").exists()
     # a torn, half-written checkpoint left behind by a crash must be ignored
-    (run / "checkpoints" / "4.orbax-checkpoint-tmp-0").mkdir(parents=True, exist_ok=True)
+    (run / "checkpoints" / f"{STEPS}.orbax-checkpoint-tmp-0").mkdir(parents=True, exist_ok=True)
 
     out = _finish(_train(config, run))
     assert "resumed from checkpoint at RL step" in out
