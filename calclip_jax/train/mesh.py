@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import jax
-import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 MESH_AXES: tuple[str, str, str] = ("data", "fsdp", "tensor")
@@ -42,23 +41,3 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
 
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
-
-
-def fit_spec(spec: PartitionSpec, shape: tuple[int, ...], mesh: Mesh) -> PartitionSpec:
-    """Drop mesh axes from `spec` where the dimension is not divisible by their size."""
-    fitted = []
-    for dim, axes in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec)), strict=False):
-        names = (axes,) if isinstance(axes, str) else tuple(axes or ())
-        size = math.prod(mesh.shape[n] for n in names)
-        fitted.append(axes if names and dim % size == 0 else None)
-    return PartitionSpec(*fitted)
-
-
-def tree_shardings(tree, mesh: Mesh, spec_fn: Callable[[tuple, tuple[int, ...]], PartitionSpec]):
-    """NamedShardings for every leaf of `tree` from `spec_fn(path, shape)`, fitted to the mesh."""
-
-    def leaf(path, x):
-        shape = tuple(np.shape(x))
-        return NamedSharding(mesh, fit_spec(spec_fn(path, shape), shape, mesh))
-
-    return jax.tree_util.tree_map_with_path(leaf, tree)

@@ -59,6 +59,13 @@ class PPOUpdater:
     def steps_per_batch(self) -> int:
         return self.epochs * self.num_minibatches
 
+    def batch_keys(self) -> tuple[str, ...]:
+        """Keys of the minibatches `prepare` makes (what the jitted step is sharded for)."""
+        keys = (*ROLLOUT_KEYS, "old_logp")
+        if self._shadow_logp is not None:
+            keys += ("old_logp_ref",)
+        return keys + (("ref_logp",) if self.step_config.rl.kl_beta > 0 else ())
+
     def _needs_shadow(self, first_step: int) -> bool:
         calib = self.step_config.calibration
         if not calib.enabled:

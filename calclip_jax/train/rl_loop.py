@@ -17,8 +17,7 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from calclip_jax.data import Example
-from calclip_jax.fp8 import FP8_META
-from calclip_jax.model import Transformer
+from calclip_jax.fp8 import PrecisionPolicy
 from calclip_jax.train.build import RunSpec
 from calclip_jax.train.checkpoints import Checkpointer
 from calclip_jax.train.collect import Collector, RolloutConfig
@@ -29,7 +28,7 @@ from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater
 from calclip_jax.train.run_logger import RunLogger
 from calclip_jax.train.sharded import jit_train_step, shard_state
-from calclip_jax.train.state import create_train_state
+from calclip_jax.train.state import create_train_state, init_variables
 from calclip_jax.train.step import make_train_step
 
 
@@ -55,12 +54,12 @@ class RLRun:
         step_cfg = spec.step
         self.mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
         self.tx = make_optimizer(step_cfg.optim)
-        fp8_meta = self._init_meta(step_cfg.policy, params)
+        fp8_meta = self._init_meta(step_cfg.policy)
         state = create_train_state(
             params, fp8_meta, self.tx, step_cfg.rl.eps_low, step_cfg.rl.eps_high
         )
         self.state = shard_state(state, self.mesh)
-        self.rollout_meta = self._init_meta(spec.rollout_policy, params)
+        self.rollout_meta = self._init_meta(spec.rollout_policy)
         self.test = list(test[: config.eval.num_prompts])
         self.prompt_len = max_prompt_len(spec.tokenizer, spec.task)
         r = config.rollout
@@ -92,31 +91,24 @@ class RLRun:
         self.checkpointer = Checkpointer(workdir)
         self.logger = RunLogger(workdir, active=is_leader())
 
-    def _init_meta(self, policy, params) -> Any:
-        if not policy.any_delayed:
-            return {}
-        tokens = np.zeros((1, 8), np.int32)
-        variables = Transformer(self.spec.model, policy).init(
-            jax.random.key(0), tokens, np.arange(8, dtype=np.int32)[None], np.ones_like(tokens)
-        )
-        return dict(variables[FP8_META])
+    def _init_meta(self, policy: PrecisionPolicy) -> Any:
+        """Fresh (empty) amax histories of `policy`; {} unless it uses delayed scaling."""
+        return init_variables(self.spec.model, policy, jax.random.key(0))[1]
 
-    def _updater(self, batch: dict[str, np.ndarray]) -> PPOUpdater:
+    def _updater(self) -> PPOUpdater:
         """The PPO updater, built (and its step jitted with shardings) on the first batch only:
         a new updater per step would re-trace its jitted log-prob functions every step."""
         if self._ppo is None:
-            mb = {k: v[: len(v) // self.config.train.num_minibatches] for k, v in batch.items()}
-            mb = PPOUpdater(
-                self.spec.model, self.spec.step, None, ref_params=self.ref_params
-            ).prepare(self.state, mb)
             self._ppo = PPOUpdater(
                 self.spec.model,
                 self.spec.step,
-                jit_train_step(self._step_fn, self.state, mb, self.mesh),
+                None,
                 epochs=self.config.train.ppo_epochs,
                 num_minibatches=self.config.train.num_minibatches,
                 ref_params=self.ref_params,
             )
+            keys = dict.fromkeys(self._ppo.batch_keys())
+            self._ppo.train_step = jit_train_step(self._step_fn, self.state, keys, self.mesh)
         return self._ppo
 
     def sampler_meta(self) -> Any:
@@ -156,7 +148,7 @@ class RLRun:
         c = self.config
         got = self.collector.collect(self.state.params, self.sampler_meta(), step)
         t1 = time.perf_counter()
-        updater = self._updater(got.batch)
+        updater = self._updater()
         rng = np.random.default_rng([c.seed, step, 1_000_003])
         probe = c.log.ratios_every > 0 and step % c.log.ratios_every == 0
         self.state, step_metrics, probed = updater.update(self.state, got.batch, rng, probe)

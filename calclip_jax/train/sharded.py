@@ -8,14 +8,14 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, NamedSharding
 
-from calclip_jax.model.sharding import path_str, spec_for
-from calclip_jax.train.mesh import batch_sharding, replicated, tree_shardings
+from calclip_jax.model.sharding import param_shardings
+from calclip_jax.train.mesh import batch_sharding, replicated
 from calclip_jax.train.state import TrainState
 
 
 def state_shardings(state: TrainState, mesh: Mesh) -> Any:
     """Params and their optimizer moments by the model's partition rules; the rest replicated."""
-    return tree_shardings(state, mesh, lambda path, shape: spec_for(path_str(path)))
+    return param_shardings(state, mesh)  # the rules match optimizer moments by path suffix
 
 
 def batch_shardings(batch: dict[str, Any], mesh: Mesh) -> dict[str, NamedSharding]:
