@@ -9,10 +9,15 @@ Phases:
   headline     GRPO and DAPO, 3 seeds: BF16, FP8 block + TIS, FP8 block + TIS + CalClip.
   seeds        the GRPO headline arms at seeds 1 and 2 (seed 0: the granularity phase).
   dapo         the DAPO headline arms at seed 0.
+  dapo_seeds   the DAPO headline arms at seeds 1 and 2.
   boundary     harsher settings to look for the surge: E5M2 forward, 5x learning rate, each
                with and without CalClip (and BF16 at 5x learning rate).
+  stress       300 steps x 16 updates per batch (4 epochs x 4 minibatches), calibration
+               without EMA: BF16, block and per-tensor FP8 with and without CalClip, and
+               per-tensor with an E5M2 forward.
+  stress_countdown  the stress arms on Countdown (configs/countdown.py, ~8-token answers).
 Scale: the 0.1M-parameter model of configs/common.py, 16 prompts x 8 samples per step,
-4 minibatch updates per step, 60 RL steps.
+4 minibatch updates per step, 60 RL steps (stress phases: 16 updates, 300 steps).
 """
 
 from __future__ import annotations
@@ -72,6 +77,15 @@ def seed_arms() -> dict[str, dict]:
     }
 
 
+def dapo_seed_arms() -> dict[str, dict]:
+    """DAPO headline arms at seeds 1 and 2 (seed 0 is the dapo phase's run)."""
+    return {
+        f"dapo_{name}__seed{seed}": _arm(name, seed=seed, **{"rl.preset": "dapo"})
+        for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
+        for seed in (1, 2)
+    }
+
+
 def dapo_arms() -> dict[str, dict]:
     """DAPO headline arms, seed 0."""
     return {
@@ -94,12 +108,41 @@ def boundary_arms() -> dict[str, dict]:
     return arms
 
 
+STRESS_COMMON = {
+    "train.steps": 300,
+    "train.ppo_epochs": 4,  # 4 epochs x 4 minibatches = 16 updates per rollout batch
+    "train.num_minibatches": 4,
+    "eval.every": 25,
+    "log.quiet": True,
+    "log.checkpoint_every": 100,
+    "log.ratios_every": 50,
+    "calibration.ema_beta": 0.0,  # exact per-minibatch matching (what the first phases found)
+}
+
+
+def stress_arms() -> dict[str, dict]:
+    """Long runs with many updates per batch: BF16, block and per-tensor FP8 (+ E5M2 forward)."""
+    e5m2 = {"train.fwd_format": "e5m2", "rollout.fwd_format": "e5m2"}
+    return {
+        "bf16": _arm("bf16"),
+        "fp8_block_tis": _arm("fp8_block_tis"),
+        "fp8_block_tis_calib": _arm("fp8_block_tis_calib"),
+        "fp8_tensor_tis": _arm("fp8_tensor_tis"),
+        "fp8_tensor_tis_calib": _arm("fp8_tensor_tis_calib"),
+        "fp8_tensor_tis_e5m2": _arm("fp8_tensor_tis", **e5m2),
+        "fp8_tensor_tis_calib_e5m2": _arm("fp8_tensor_tis_calib", **e5m2),
+    }
+
+
 PHASES = {
     "granularity": granularity_arms,
     "headline": headline_arms,
     "seeds": seed_arms,
     "dapo": dapo_arms,
+    "dapo_seeds": dapo_seed_arms,
     "boundary": boundary_arms,
+    "stress": stress_arms,
+    "stress_countdown": stress_arms,
 }
 
 
@@ -107,8 +150,9 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     if phase not in PHASES:
         raise ValueError(f"study phase {phase!r}; allowed: {sorted(PHASES)}")
     c = ConfigDict()
-    c.base = "configs/grpo.py"
+    c.base = "configs/countdown.py" if phase == "stress_countdown" else "configs/grpo.py"
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
     c.seeds = [0, 1, 2] if phase == "headline" else []
-    c.common = ConfigDict(STUDY_COMMON, allow_dotted_keys=True)
+    common = STRESS_COMMON if phase.startswith("stress") else STUDY_COMMON
+    c.common = ConfigDict(common, allow_dotted_keys=True)
     return c

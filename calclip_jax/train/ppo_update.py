@@ -55,6 +55,7 @@ class PPOUpdater:
             if calib.enabled
             else None
         )
+        self._probe_shadow_logp: Callable | None = None
 
     def steps_per_batch(self) -> int:
         return self.epochs * self.num_minibatches
@@ -91,9 +92,15 @@ class PPOUpdater:
         return batch
 
     def _shadow(self) -> Callable:
-        if self._shadow_logp is None:
-            self._shadow_logp = make_logprob_fn(self.model_config, self.step_config.shadow_policy)
-        return self._shadow_logp
+        """The shadow log-prob fn for ratio probes; built on first use without calibration, and
+        kept apart from `_shadow_logp`, which decides the batch keys the step is compiled for."""
+        if self._shadow_logp is not None:
+            return self._shadow_logp
+        if self._probe_shadow_logp is None:
+            self._probe_shadow_logp = make_logprob_fn(
+                self.model_config, self.step_config.shadow_policy
+            )
+        return self._probe_shadow_logp
 
     def ratio_probe(
         self, old_params: Any, after: TrainState, batch: dict[str, np.ndarray]

@@ -35,6 +35,7 @@ def tiny_config(cache_dir: str, **overrides) -> ConfigDict:
             "eval.num_prompts": 8,
             "log.checkpoint_every": 2,
             "log.samples_every": 2,
+            "log.ratios_every": 2,  # a dump mid-run: later steps must still run
             "log.quiet": True,
         },
     )

@@ -160,3 +160,19 @@ def test_ppo_updater_runs_epochs_times_minibatches():
     assert probe["ratio"].shape == mask.shape and np.all(probe["ratio"][~mask] == 1.0)
     np.testing.assert_allclose(probe["ratio"], probe["ratio_ref"], rtol=1e-6)
     assert np.any(np.abs(probe["ratio"][mask] - 1.0) > 1e-3)  # the updates moved the policy
+
+
+@pytest.mark.parametrize("calibrate", [False, True])
+def test_ratio_probe_keeps_the_batch_keys_the_step_was_compiled_for(calibrate):
+    """A ratio dump must not change what `prepare` emits (regression: the probe's lazily built
+    shadow made later batches carry old_logp_ref, which the sharded step was not compiled for)."""
+    calib = CalibrationConfig(enabled=calibrate, period=1)
+    cfg, tx, state = make_setup("fp8_block", calibration=calib)
+    step = jax.jit(make_train_step(TINY, cfg, tx))
+    updater = PPOUpdater(TINY, cfg, step, num_minibatches=2, ref_params=state.params)
+    keys = updater.batch_keys()
+    rng = np.random.default_rng(0)
+    state, _, probed = updater.update(state, rollout_batch(seed=0), rng, probe=True)
+    assert probed is not None and probed["ratio_ref"].shape == probed["ratio"].shape
+    assert updater.batch_keys() == keys
+    assert tuple(updater.prepare(state, rollout_batch(seed=1))) == keys
