@@ -71,7 +71,8 @@ def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
     if algo == "grpo":
         assert all(math.isfinite(r["kl_ref"]) for r in rows)
     assert summary["final_step"] == 3
-    for name in ("config.json", "summary.json", "samples/step_000001.txt", "ratios/step_000002.npz"):
+    dumps = ("samples/step_000001.txt", "ratios/step_000002.npz")
+    for name in ("config.json", "summary.json", *dumps):
         assert os.path.exists(tmp_path / name), name
     assert os.listdir(tmp_path / "tb")
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2", "3"]
