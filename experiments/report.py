@@ -2,8 +2,8 @@
 
     python -m experiments.report --results=results
 
-Reads every arm under <results>/<phase>/ (granularity, boundary, seeds, dapo; missing phases
-are skipped), writes <results>/tables.md and PNG figures into <results>/figures/.
+Reads every arm under <results>/<phase>/ (the phases of configs/study.py; missing phases are
+skipped), writes <results>/tables.md and PNG figures into <results>/figures/.
 """
 
 from __future__ import annotations
@@ -22,7 +22,22 @@ from calclip_jax.analysis import plots
 from calclip_jax.analysis.surge import detect_surge
 
 _RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
-PHASES = ("granularity", "boundary", "seeds", "dapo")
+PHASES = (
+    "granularity",
+    "boundary",
+    "seeds",
+    "dapo",
+    "dapo_seeds",
+    "stress",
+    "stress_countdown",
+)
+STRESS_PHASES = ("stress", "stress_countdown")
+HEADLINE = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
+# algorithm -> (arm name at seed 0, at seed 1, at seed 2), with the arm's base name as "{}"
+SEED_RUNS = {
+    "GRPO": ("{}", "{}__seed1", "{}__seed2"),
+    "DAPO": ("dapo/dapo_{}", "dapo_seeds/dapo_{}__seed1", "dapo_seeds/dapo_{}__seed2"),
+}
 GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
 LAST = 10  # "final" values: mean over the last LAST RL steps
 
@@ -54,22 +69,25 @@ def load_all(root: Path) -> dict[str, dict]:
     return arms
 
 
-def distortion_table(arms: dict[str, dict]) -> str:
-    """Clip fractions at the static bounds by advantage sign: FP8 vs BF16, per granularity."""
+def distortion_table(
+    arms: dict[str, dict], prefix: str = "", granularities: Sequence[str] = GRANULARITIES
+) -> str:
+    """Clip fractions at the static bounds by advantage sign: FP8 vs BF16, per granularity
+    (arms named `<prefix>fp8_<g>_tis` and `<prefix>fp8_<g>_tis_calib`)."""
     lines = [
         "| granularity | FP8 lower/A<0 (TIS arm) | BF16 shadow lower/A<0 (calib arm) | ratio "
         "| FP8 upper/A>0 | BF16 shadow upper/A>0 | ratio | FP8 under calibrated bounds lower/A<0 |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    bf16 = arms.get("bf16")
+    bf16 = arms.get(f"{prefix}bf16")
     if bf16:
         c = bf16["cols"]
         lines.append(
             f"| bf16 (own run) | {_fmt(_mean(c.get('clip_frac_lower_neg')), True)} | - | - | "
             f"{_fmt(_mean(c.get('clip_frac_upper_pos')), True)} | - | - | - |"
         )
-    for g in GRANULARITIES:
-        tis, cal = arms.get(f"fp8_{g}_tis"), arms.get(f"fp8_{g}_tis_calib")
+    for g in granularities:
+        tis, cal = arms.get(f"{prefix}fp8_{g}_tis"), arms.get(f"{prefix}fp8_{g}_tis_calib")
         if not tis or not cal:
             continue
         lo, up = (
@@ -119,34 +137,52 @@ def dynamics_table(arms: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def _final_values(run: dict) -> tuple[float, float]:
+    """(mean reward over the last LAST steps, last eval accuracy) of one run."""
+    ev = run["cols"].get("eval_accuracy", np.array([]))
+    ev = ev[np.isfinite(ev)]
+    return _mean(run["cols"].get("reward_mean"), LAST), float(ev[-1]) if ev.size else math.nan
+
+
+def _finished(run: dict) -> bool:
+    return run["cols"]["step"][-1] == M.config_value(run["config"], "train.steps", -1)
+
+
 def seeds_table(arms: dict[str, dict]) -> str:
-    """Mean and spread over seeds 0-2 of the GRPO headline arms (final reward, eval accuracy)."""
+    """Per algorithm and headline arm: final reward and eval accuracy at each seed, mean ± std,
+    and the paired difference to BF16 of the same seed (same SFT start, same prompts)."""
     lines = [
-        "| arm | seeds | reward (last 10) mean ± std | final eval acc mean ± std |",
-        "|---|---|---|---|",
+        "| algo | arm | metric | per seed | mean ± std | paired diff vs BF16 (mean; per seed) |",
+        "|---|---|---|---|---|---|",
     ]
-    for base in ("bf16", "fp8_block_tis", "fp8_block_tis_calib"):
-        runs = [arms[n] for n in (base, f"{base}__seed1", f"{base}__seed2") if n in arms]
-        runs = [
-            r
-            for r in runs
-            if r["cols"]["step"][-1] == M.config_value(r["config"], "train.steps", -1)
-        ]
-        if not runs:
-            continue
-        rew = np.array([_mean(r["cols"].get("reward_mean"), LAST) for r in runs])
-        acc = []
-        for r in runs:
-            ev = r["cols"].get("eval_accuracy", np.array([]))
-            ev = ev[np.isfinite(ev)]
-            acc.append(ev[-1] if ev.size else math.nan)
-        acc = np.array(acc)
-        sd = lambda x: x.std(ddof=1) if x.size > 1 else math.nan
-        lines.append(
-            f"| {base} | {len(runs)} | {rew.mean():.3f} ± {sd(rew):.3f} | "
-            f"{acc.mean():.3f} ± {sd(acc):.3f} |"
-        )
+    sd = lambda x: x.std(ddof=1) if x.size > 1 else math.nan
+    for algo, patterns in SEED_RUNS.items():
+        finals = {}
+        for base in HEADLINE:
+            runs = [arms.get(p.format(base)) for p in patterns]
+            finals[base] = np.array(
+                [_final_values(r) if r and _finished(r) else (math.nan, math.nan) for r in runs]
+            )
+        for base in HEADLINE:
+            for j, metric in enumerate(("reward (last 10)", "final eval acc")):
+                x = finals[base][:, j]
+                ok = x[np.isfinite(x)]
+                if not ok.size:
+                    continue
+                diff = "-"
+                if base != "bf16":
+                    d = x - finals["bf16"][:, j]
+                    dd = d[np.isfinite(d)]
+                    diff = f"{dd.mean():+.3f}; " + ", ".join(_fmt_signed(v) for v in d)
+                lines.append(
+                    f"| {algo} | {base} | {metric} | {', '.join(_fmt(v) for v in x)} | "
+                    f"{ok.mean():.3f} ± {sd(ok):.3f} (n={ok.size}) | {diff} |"
+                )
     return "\n".join(lines)
+
+
+def _fmt_signed(v: float) -> str:
+    return f"{v:+.3f}" if math.isfinite(v) else "-"
 
 
 def distortion_bars(arms: dict[str, dict], out: Path) -> None:
@@ -277,14 +313,31 @@ def main(argv: list[str]) -> None:
             keys=("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg"),
             save=figs / "boundary.png",
         )
-    calibrated = {n: a["dir"] for n, a in arms.items() if n.endswith("_tis_calib")}
+    for phase in STRESS_PHASES:
+        stress = {
+            n.split("/", 1)[1]: a["dir"] for n, a in arms.items() if n.startswith(phase + "/")
+        }
+        if stress:
+            plots.plot_curves(
+                stress,
+                keys=("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg"),
+                save=figs / f"{phase}.png",
+            )
+    calibrated = {  # the granularity phase's calibrated arms
+        n: a["dir"] for n, a in arms.items() if n.endswith("_tis_calib") and "/" not in n
+    }
     plots.plot_curves(
         calibrated, keys=("clip_lower", "clip_upper"), save=figs / "calibrated_bounds.png"
     )
     dumped = [n for n in arms if (arms[n]["dir"] / "ratios").is_dir()]
     uncalibrated = [n for n in dumped if n.endswith(("_tis", "_tis_e5m2"))]
+    stressed = [n for n in uncalibrated if n.startswith(STRESS_PHASES)]
     binned = probability_binned(arms, dumped, figs / "clip_by_probability_all.png")
-    probability_binned(arms, uncalibrated, figs / "clip_by_probability.png")
+    probability_binned(
+        arms, [n for n in uncalibrated if n not in stressed], figs / "clip_by_probability.png"
+    )
+    if stressed:
+        probability_binned(arms, stressed, figs / "stress_clip_by_probability.png")
     distortion_bars(arms, figs / "distortion.png")
     text = "\n\n".join(
         [
@@ -296,6 +349,14 @@ def main(argv: list[str]) -> None:
             dynamics_table(arms),
             "## Seeds",
             seeds_table(arms),
+            *itertools.chain.from_iterable(
+                (
+                    f"## Ratio distortion, {phase} phase (mean over all RL steps)",
+                    distortion_table(arms, f"{phase}/", ("tensor", "block")),
+                )
+                for phase in STRESS_PHASES
+                if any(n.startswith(phase + "/") for n in arms)
+            ),
         ]
     )
     (root / "tables.md").write_text(text + "\n")

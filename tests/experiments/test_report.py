@@ -1,0 +1,114 @@
+"""experiments.report on a synthetic results tree with known numbers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments import report
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = 12
+
+
+def _write_arm(
+    path: Path, reward: float, acc: float, lower: float, lower_ref: float | None = None
+) -> None:
+    """An arm with constant reward/clip shares and eval accuracy `acc` at the last step."""
+    path.mkdir(parents=True)
+    cfg = {"train": {"steps": STEPS}, "log": {"surge_factor": 1.5, "surge_warmup": 2}}
+    (path / "config.json").write_text(json.dumps(cfg))
+    rows = []
+    for step in range(1, STEPS + 1):
+        entropy = 0.5 if step < 8 else 1.0  # surges at step 8 (> 1.5 x 0.5)
+        rows.append(
+            {
+                "step": step,
+                "reward_mean": reward,
+                "eval_accuracy": acc if step == STEPS else None,
+                "entropy": entropy,
+                "clip_frac_lower_neg": lower,
+                "clip_frac_upper_pos": lower / 2,
+                "clip_frac_lower_neg_ref": lower_ref,
+                "clip_frac_upper_pos_ref": None if lower_ref is None else lower_ref / 2,
+                "clip_lower": 0.8,
+                "clip_upper": 1.2,
+                "response_len_mean": 3.0,
+                "garbled_frac": 0.0,
+                "mismatch_k3": 0.0,
+            }
+        )
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("results")
+    # GRPO seed s: BF16 reward 0.6 + s/10, FP8 0.02 lower, calibrated 0.01 lower
+    for seed, (phase, suffix) in enumerate(
+        [("granularity", ""), ("seeds", "__seed1"), ("seeds", "__seed2")]
+    ):
+        base = 0.6 + seed / 10
+        _write_arm(root / phase / f"bf16{suffix}", base, 0.5, 0.01)
+        _write_arm(root / phase / f"fp8_block_tis{suffix}", base - 0.02, 0.4, 0.08)
+        _write_arm(root / phase / f"fp8_block_tis_calib{suffix}", base - 0.01, 0.45, 0.02, 0.01)
+    _write_arm(root / "dapo" / "dapo_bf16", 0.7, 0.5, 0.01)
+    _write_arm(root / "stress" / "fp8_tensor_tis", 0.5, 0.3, 0.12)
+    _write_arm(root / "stress" / "fp8_tensor_tis_calib", 0.5, 0.3, 0.03, 0.03)
+    dumps = root / "stress" / "fp8_tensor_tis" / "ratios"
+    dumps.mkdir()
+    # 4 A<0 tokens at p=0.1: FP8 ratios 0.5, 0.7, 0.9, 1.0 (half below 0.8), shadow all 1.0
+    np.savez(
+        dumps / "step_000010.npz",
+        ratio=np.array([[0.5, 0.7, 0.9, 1.0]], np.float32),
+        ratio_ref=np.ones((1, 4), np.float32),
+        advantages=np.array([-1.0], np.float32),
+        mask=np.ones((1, 4), bool),
+        old_prob=np.full((1, 4), 0.1, np.float32),
+    )
+    return root
+
+
+def test_seeds_table_means_and_paired_differences(results):
+    table = report.seeds_table(report.load_all(results))
+    rows = {tuple(c.strip() for c in line.split("|")[1:4]): line for line in table.splitlines()}
+    bf16 = rows[("GRPO", "bf16", "reward (last 10)")]
+    assert "0.600, 0.700, 0.800" in bf16 and "0.700 ± 0.100 (n=3)" in bf16
+    fp8 = rows[("GRPO", "fp8_block_tis", "reward (last 10)")]
+    assert "-0.020; -0.020, -0.020, -0.020" in fp8
+    acc = rows[("GRPO", "fp8_block_tis_calib", "final eval acc")]
+    assert "0.450 ± 0.000 (n=3)" in acc and "-0.050;" in acc
+    assert "(n=1)" in rows[("DAPO", "bf16", "reward (last 10)")]
+    assert ("DAPO", "fp8_block_tis", "reward (last 10)") not in rows  # no such runs
+
+
+def test_distortion_table_ratio_per_phase(results):
+    arms = report.load_all(results)
+    grpo = report.distortion_table(arms)
+    assert "| block | 8.00% | 1.00% | 8.0x |" in grpo
+    stress = report.distortion_table(arms, "stress/", ("tensor", "block"))
+    assert "| tensor | 12.00% | 3.00% | 4.0x |" in stress and "| block |" not in stress
+
+
+def test_cli_writes_tables_and_figures(results):
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.report", f"--results={results}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    tables = (results / "tables.md").read_text()
+    assert "stress phase" in tables
+    # the ratio dump: 2 of 4 A<0 tokens below 0.8 in FP8, none in the shadow, all at p in [0.05,0.2)
+    assert "50.00% vs 0.00% (n=4)" in tables
+    # the synthetic entropy jumps from 0.5 to 1.0 at step 8: the surge column says so
+    assert "| 8 |" in tables
+    for fig in ("training_dynamics", "distortion", "stress", "stress_clip_by_probability"):
+        assert (results / "figures" / f"{fig}.png").stat().st_size > 1000, fig
