@@ -92,8 +92,9 @@ def base_config() -> ConfigDict:
     c.log.checkpoint_every = 10  # RL steps between orbax checkpoints
     c.log.ratios_every = 10  # RL steps between ratio dumps (ratios/step_*.npz; 0 = never)
     c.log.quiet = False  # no progress bar (CI)
-    c.log.surge_factor = 1.5  # entropy surge: entropy > factor x its running minimum
+    c.log.surge_factor = 1.5  # entropy surge: smoothed entropy > factor x its running minimum
     c.log.surge_warmup = 5  # steps before a surge can be flagged
+    c.log.surge_window = 10  # trailing-mean window of the entropy before the test (1 = raw)
 
     c.mesh = ConfigDict()
     c.mesh.data = -1  # data-parallel axis size (-1: all remaining devices)

@@ -19,7 +19,7 @@ from absl import app, flags
 
 from calclip_jax.analysis import metrics as M
 from calclip_jax.analysis import plots
-from calclip_jax.analysis.surge import detect_surge
+from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW, detect_surge
 
 _RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
 PHASES = (
@@ -108,16 +108,21 @@ def dynamics_table(arms: dict[str, dict]) -> str:
     """Per arm: reward, eval accuracy, entropy path, surge, length, garbled share, mismatch."""
     lines = [
         f"| arm | steps | reward (last {LAST}) | eval acc first -> last | entropy first / min / "
-        "peak after min / last | surge step | resp len | garbled | mismatch k3 |",
+        "peak after min / last | surge step (10-step mean / raw) | resp len | garbled | "
+        "mismatch k3 |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, arm in arms.items():
         c, cfg = arm["cols"], arm["config"]
         ent = c.get("entropy", np.array([]))
         finite = ent[np.isfinite(ent)] if ent.size else ent
-        k = M.config_value(cfg, "log.surge_factor", 1.5)
-        warm = M.config_value(cfg, "log.surge_warmup", 5)
-        surge = detect_surge(ent, c["step"], k=k, warmup=warm) if ent.size else None
+        k = M.config_value(cfg, "log.surge_factor", SURGE_FACTOR)
+        warm = M.config_value(cfg, "log.surge_warmup", SURGE_WARMUP)
+        window = M.config_value(cfg, "log.surge_window", SURGE_WINDOW)
+        surge = raw = None
+        if ent.size:
+            surge = detect_surge(ent, c["step"], k=k, warmup=warm, window=window)
+            raw = detect_surge(ent, c["step"], k=k, warmup=warm, window=1)
         i_min = int(np.nanargmin(ent)) if finite.size else 0
         peak_after = float(np.nanmax(ent[i_min:])) if finite.size else math.nan
         ev = c.get("eval_accuracy", np.array([]))
@@ -129,7 +134,7 @@ def dynamics_table(arms: dict[str, dict]) -> str:
             f"{_fmt(ev[0] if ev.size else math.nan)} -> {_fmt(ev[-1] if ev.size else math.nan)} | "
             f"{_fmt(finite[0] if finite.size else math.nan)} / {_fmt(np.nanmin(ent))} / "
             f"{_fmt(peak_after)} / {_fmt(finite[-1] if finite.size else math.nan)} | "
-            f"{surge if surge is not None else 'none'} | "
+            f"{surge if surge is not None else 'none'} / {raw if raw is not None else 'none'} | "
             f"{_fmt(_mean(c.get('response_len_mean'), LAST))} | "
             f"{_fmt(_mean(c.get('garbled_frac'), LAST), True)} | "
             f"{_mean(c.get('mismatch_k3')):.1e} |"

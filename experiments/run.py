@@ -106,7 +106,8 @@ def run_experiment(
     if progress is None:
         progress = not config.log.quiet and is_leader()
     run.run(progress=progress)
-    summary = summarize(read_metrics(workdir), config.log.surge_factor, config.log.surge_warmup)
+    log = config.log
+    summary = summarize(read_metrics(workdir), log.surge_factor, log.surge_warmup, log.surge_window)
     summary.update(sft_accuracy=sft_report["accuracy"], wall_time_s=time.perf_counter() - t_start)
     if is_leader():
         with open(summary_path + ".tmp", "w") as f:

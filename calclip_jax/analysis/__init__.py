@@ -26,15 +26,18 @@ from calclip_jax.analysis.summary import (
 from calclip_jax.analysis.surge import (
     SURGE_FACTOR,
     SURGE_WARMUP,
+    SURGE_WINDOW,
     detect_surge,
     running_min,
     surge_mask,
+    trailing_mean,
 )
 
 __all__ = [
     "COLUMNS",
     "SURGE_FACTOR",
     "SURGE_WARMUP",
+    "SURGE_WINDOW",
     "aggregate_seeds",
     "config_value",
     "detect_surge",
@@ -51,6 +54,7 @@ __all__ = [
     "surge_mask",
     "to_columns",
     "to_markdown",
+    "trailing_mean",
     "write_csv",
     "write_summary",
 ]

@@ -26,7 +26,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from calclip_jax.analysis import metrics as M
-from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, detect_surge
+from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW, detect_surge
 
 CURVE_KEYS = ("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg")
 
@@ -44,6 +44,7 @@ def plot_curves(
     *,
     surge_k: float = SURGE_FACTOR,
     surge_warmup: int = SURGE_WARMUP,
+    surge_window: int = SURGE_WINDOW,
     save: str | Path | None = None,
 ) -> Figure:
     """One panel per metric, one line per arm over steps; each arm's entropy surge is a dashed
@@ -61,7 +62,9 @@ def plot_curves(
         color = f"C{i % 10}"
         surge = None
         if "entropy" in cols:
-            surge = detect_surge(cols["entropy"], steps, k=surge_k, warmup=surge_warmup)
+            surge = detect_surge(
+                cols["entropy"], steps, k=surge_k, warmup=surge_warmup, window=surge_window
+            )
         for ax, key in zip(axes.flat, keys, strict=False):
             y = cols.get(key)
             if y is not None:

@@ -5,8 +5,8 @@ final eval accuracy = the last logged `eval_accuracy` (summary.json's `eval_accu
 metrics has none); peak entropy = max over all steps (the first step when entropy only falls);
 clip fractions and `mismatch_k3` = means over the steps that logged them (`_ref` columns: the
 BF16-shadow values, logged only on calibrated steps); wall time from summary.json, else the sum of
-`step_time_s`. The surge uses the run's own `log.surge_factor` / `log.surge_warmup` if its
-config.json has them.
+`step_time_s`. The surge uses the run's own `log.surge_factor` / `log.surge_warmup` /
+`log.surge_window` if its config.json has them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from calclip_jax.analysis import metrics as M
-from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, detect_surge
+from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW, detect_surge
 
 LAST_N_REWARD = 3
 MEAN_KEYS = (
@@ -67,6 +67,7 @@ def summarize_run(
     *,
     surge_k: float | None = None,
     surge_warmup: int | None = None,
+    surge_window: int | None = None,
 ) -> dict[str, Any]:
     """Summary row (keys: COLUMNS) of one run; status finished | incomplete | missing."""
     workdir = Path(workdir)
@@ -95,7 +96,14 @@ def summarize_run(
         if surge_warmup is not None
         else M.config_value(config, "log.surge_warmup", SURGE_WARMUP)
     )
-    surge_step = None if entropy is None else detect_surge(entropy, steps, k=k, warmup=warmup)
+    window = (
+        surge_window
+        if surge_window is not None
+        else M.config_value(config, "log.surge_window", SURGE_WINDOW)
+    )
+    surge_step = (
+        None if entropy is None else detect_surge(entropy, steps, k=k, warmup=warmup, window=window)
+    )
     row["entropy_surge"] = None if entropy is None else surge_step is not None
     row["entropy_surge_step"] = surge_step
     for key in MEAN_KEYS:

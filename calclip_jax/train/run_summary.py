@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from calclip_jax.analysis.surge import detect_surge
+from calclip_jax.analysis.surge import SURGE_WINDOW, detect_surge
 
 MEANS = (
     "clip_frac_lower_neg",
@@ -24,12 +24,14 @@ def _mean_or_none(values: list[Any]) -> float | None:
     return float(np.mean(finite)) if finite else None
 
 
-def summarize(rows: list[dict[str, Any]], factor: float, warmup: int) -> dict[str, Any]:
-    """Headline numbers of a finished run from its metrics rows."""
+def summarize(
+    rows: list[dict[str, Any]], factor: float, warmup: int, window: int = SURGE_WINDOW
+) -> dict[str, Any]:
+    """Headline numbers of a finished run from its metrics rows (surge: analysis.surge)."""
     ent = [r.get("entropy") for r in rows]
     evals = [r["eval_accuracy"] for r in rows if r.get("eval_accuracy") is not None]
     finite_ent = [e for e in ent if e is not None]
-    surge = detect_surge(ent, [r["step"] for r in rows], k=factor, warmup=warmup)
+    surge = detect_surge(ent, [r["step"] for r in rows], k=factor, warmup=warmup, window=window)
     return {
         "final_step": rows[-1]["step"],
         "reward_first": rows[0]["reward_mean"],

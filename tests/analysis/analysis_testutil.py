@@ -23,7 +23,13 @@ def make_run(
     return workdir
 
 
-def arm_config(precision: str, calibrated: bool, seed: int = 0, surge_factor: float = 1.5) -> dict:
+def arm_config(
+    precision: str,
+    calibrated: bool,
+    seed: int = 0,
+    surge_factor: float = 1.5,
+    surge_window: int = 1,  # raw entropy: the short hand-made series surge at known steps
+) -> dict:
     return {
         "seed": seed,
         "rollout": {"precision": precision},
@@ -31,5 +37,5 @@ def arm_config(precision: str, calibrated: bool, seed: int = 0, surge_factor: fl
         "correction": {"mode": "token_tis"},
         "calibration": {"enabled": calibrated, "upper_rule": "balance"},
         "rl": {"preset": "grpo"},
-        "log": {"surge_factor": surge_factor, "surge_warmup": 5},
+        "log": {"surge_factor": surge_factor, "surge_warmup": 5, "surge_window": surge_window},
     }

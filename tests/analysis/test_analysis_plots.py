@@ -25,7 +25,7 @@ def test_curves_mark_the_surge_and_skip_missing_points(tmp_path):
     )
     flat = {"step": np.arange(1, 8), "entropy": np.ones(7)}
     png = tmp_path / "curves.png"
-    fig = plots.plot_curves({"surging": surge, "flat": flat}, save=png)
+    fig = plots.plot_curves({"surging": surge, "flat": flat}, surge_window=1, save=png)
     try:
         assert png.stat().st_size > 0
         ax_entropy, _, ax_eval, _ = fig.axes

@@ -62,6 +62,10 @@ def test_incomplete_missing_and_config_surge_factor(tmp_path):
     assert row["wall_time_s"] == pytest.approx(16.0)  # sum of step_time_s
     assert row["entropy_surge"] is False and row["entropy_surge_step"] is None  # k from config
     assert S.summarize_run(tmp_path / "killed", surge_k=1.5)["entropy_surge_step"] == 8
+    # the one-step rise to 1.3 does not lift a 10-step mean above 1.5 x its minimum
+    assert (
+        S.summarize_run(tmp_path / "killed", surge_k=1.5, surge_window=10)["entropy_surge"] is False
+    )
     missing = S.summarize_run(tmp_path / "never_ran")
     assert missing["status"] == "missing" and missing["final_reward"] is None
     assert missing["entropy_surge"] is None
