@@ -7,9 +7,9 @@ Phases:
                with TIS + Calibrated Clipping (balance); ablations: upper rule (quantile,
                scaled), no EMA smoothing of the bounds.
   headline     GRPO and DAPO, 3 seeds: BF16, FP8 block + TIS, FP8 block + TIS + CalClip.
-  seeds        the GRPO headline arms at seeds 1 and 2 (seed 0: the granularity phase).
+  seeds        the GRPO headline arms at seeds 1-4 (seed 0: the granularity phase).
   dapo         the DAPO headline arms at seed 0.
-  dapo_seeds   the DAPO headline arms at seeds 1 and 2.
+  dapo_seeds   the DAPO headline arms at seeds 1-4.
   boundary     harsher settings to look for the surge: E5M2 forward, 5x learning rate, each
                with and without CalClip (and BF16 at 5x learning rate).
   stress       300 steps x 16 updates per batch (4 epochs x 4 minibatches), calibration
@@ -68,21 +68,24 @@ def headline_arms() -> dict[str, dict]:
     return arms
 
 
+EXTRA_SEEDS = (1, 2, 3, 4)  # seeds of the headline arms beyond seed 0
+
+
 def seed_arms() -> dict[str, dict]:
-    """GRPO headline arms at seeds 1 and 2 (seed 0 is the granularity phase's run)."""
+    """GRPO headline arms at seeds 1-4 (seed 0 is the granularity phase's run)."""
     return {
         f"{name}__seed{seed}": _arm(name, seed=seed)
         for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
-        for seed in (1, 2)
+        for seed in EXTRA_SEEDS
     }
 
 
 def dapo_seed_arms() -> dict[str, dict]:
-    """DAPO headline arms at seeds 1 and 2 (seed 0 is the dapo phase's run)."""
+    """DAPO headline arms at seeds 1-4 (seed 0 is the dapo phase's run)."""
     return {
         f"dapo_{name}__seed{seed}": _arm(name, seed=seed, **{"rl.preset": "dapo"})
         for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
-        for seed in (1, 2)
+        for seed in EXTRA_SEEDS
     }
 
 

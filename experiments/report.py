@@ -33,10 +33,11 @@ PHASES = (
 )
 STRESS_PHASES = ("stress", "stress_countdown")
 HEADLINE = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
-# algorithm -> (arm name at seed 0, at seed 1, at seed 2), with the arm's base name as "{}"
+SEEDS = range(1, 5)  # configs/study.py EXTRA_SEEDS
+# algorithm -> arm names at seeds 0, 1, ..., with the arm's base name as "{}"
 SEED_RUNS = {
-    "GRPO": ("{}", "{}__seed1", "{}__seed2"),
-    "DAPO": ("dapo/dapo_{}", "dapo_seeds/dapo_{}__seed1", "dapo_seeds/dapo_{}__seed2"),
+    "GRPO": ("{}", *(f"{{}}__seed{s}" for s in SEEDS)),
+    "DAPO": ("dapo/dapo_{}", *(f"dapo_seeds/dapo_{{}}__seed{s}" for s in SEEDS)),
 }
 GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
 LAST = 10  # "final" values: mean over the last LAST RL steps

@@ -1,0 +1,49 @@
+"""Every phase of configs/study.py expands to arms whose keys exist in its base config."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from configs import study
+from configs.arms import apply_overrides
+from experiments import sweep
+
+
+def _base_config(base: str):
+    path = Path(sweep.resolve_base(base))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+@pytest.mark.parametrize("phase", sorted(study.PHASES))
+def test_phase_arms_apply_to_their_base_config(phase):
+    c = study.get_config(phase)
+    arms = sweep.expand_arms(c)
+    assert arms
+    for name, overrides in arms.items():
+        config = apply_overrides(_base_config(c.base), overrides)  # KeyError on a missing key
+        assert config.correction.mode == "token_tis", name
+        if config.calibration.enabled:
+            assert config.calibration.upper_rule in ("balance", "quantile", "scaled"), name
+    if phase.startswith("stress"):
+        assert all(o["train.ppo_epochs"] * o["train.num_minibatches"] == 16 for o in arms.values())
+        assert all(o["calibration.ema_beta"] == 0.0 for o in arms.values())
+    if phase == "stress_countdown":
+        assert _base_config(c.base).task.name == "countdown"
+
+
+def test_headline_seed_phases_cover_seeds_one_to_four():
+    for phase, prefix in (("seeds", ""), ("dapo_seeds", "dapo_")):
+        arms = sweep.expand_arms(study.get_config(phase))
+        assert {o["seed"] for o in arms.values()} == {1, 2, 3, 4}
+        assert f"{prefix}fp8_block_tis_calib__seed4" in arms
+
+
+def test_unknown_phase_is_rejected():
+    with pytest.raises(ValueError, match="study phase"):
+        study.get_config("everything")
