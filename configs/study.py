@@ -16,6 +16,7 @@ Phases:
                without EMA: BF16, block and per-tensor FP8 with and without CalClip, and
                per-tensor with an E5M2 forward.
   stress_countdown  the stress arms on Countdown (configs/countdown.py, ~8-token answers).
+  stress_dapo  the per-tensor stress arms and BF16 on Countdown under DAPO (no KL anchor).
 Scale: the 0.1M-parameter model of configs/common.py, 16 prompts x 8 samples per step,
 4 minibatch updates per step, 60 RL steps (stress phases: 16 updates, 300 steps).
 """
@@ -137,6 +138,15 @@ def stress_arms() -> dict[str, dict]:
     }
 
 
+def stress_dapo_arms() -> dict[str, dict]:
+    """The per-tensor stress arms (and BF16) under DAPO: no KL anchor, clip-higher 0.28."""
+    return {
+        name: {**overrides, "rl.preset": "dapo"}
+        for name, overrides in stress_arms().items()
+        if "block" not in name
+    }
+
+
 PHASES = {
     "granularity": granularity_arms,
     "headline": headline_arms,
@@ -146,6 +156,7 @@ PHASES = {
     "boundary": boundary_arms,
     "stress": stress_arms,
     "stress_countdown": stress_arms,
+    "stress_dapo": stress_dapo_arms,
 }
 
 
@@ -153,7 +164,8 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     if phase not in PHASES:
         raise ValueError(f"study phase {phase!r}; allowed: {sorted(PHASES)}")
     c = ConfigDict()
-    c.base = "configs/countdown.py" if phase == "stress_countdown" else "configs/grpo.py"
+    countdown = phase in ("stress_countdown", "stress_dapo")
+    c.base = "configs/countdown.py" if countdown else "configs/grpo.py"
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
     c.seeds = [0, 1, 2] if phase == "headline" else []
     common = STRESS_COMMON if phase.startswith("stress") else STUDY_COMMON

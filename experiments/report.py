@@ -30,8 +30,9 @@ PHASES = (
     "dapo_seeds",
     "stress",
     "stress_countdown",
+    "stress_dapo",
 )
-STRESS_PHASES = ("stress", "stress_countdown")
+STRESS_PHASES = ("stress", "stress_countdown", "stress_dapo")
 HEADLINE = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
 SEEDS = range(1, 5)  # configs/study.py EXTRA_SEEDS
 # algorithm -> arm names at seeds 0, 1, ..., with the arm's base name as "{}"
