@@ -225,6 +225,48 @@ def distortion_bars(arms: dict[str, dict], out: Path) -> None:
     fig.savefig(out, dpi=120)
 
 
+def _dumps(arm: dict) -> list[dict[str, np.ndarray]]:
+    """The arm's ratio dumps with advantages broadcast to the token grid."""
+    out = []
+    for f in sorted((arm["dir"] / "ratios").glob("step_*.npz")):
+        d = dict(np.load(f))
+        adv = d["advantages"]
+        d["advantages"] = np.broadcast_to(adv[:, None] if adv.ndim == 1 else adv, d["mask"].shape)
+        out.append(d)
+    return out
+
+
+def noise_table(arms: dict[str, dict], names: Sequence[str]) -> str:
+    """Precision noise of the ratio on the same tokens: d = log r_FP8 - log r_BF16-shadow over
+    all dumped response tokens, by advantage sign (mean, std, share with |d| > 0.1)."""
+    lines = [
+        "| arm | dumps | tokens | d mean (A<0) | d std (A<0) | d mean (A>0) | d std (A>0) "
+        "| share abs(d) > 0.1 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        dumps = _dumps(arms[name])
+        if not dumps:
+            continue
+        d, adv = [], []
+        for x in dumps:
+            m = x["mask"].astype(bool)
+            with np.errstate(divide="ignore"):
+                d.append(np.log(x["ratio"][m]) - np.log(x["ratio_ref"][m]))
+            adv.append(x["advantages"][m])
+        d, adv = np.concatenate(d), np.concatenate(adv)
+        ok = np.isfinite(d)
+        d, adv = d[ok], adv[ok]
+        neg, pos = d[adv < 0], d[adv > 0]
+        stat = lambda x, f: f"{f(x):+.4f}" if x.size else "-"
+        big = _fmt(float((abs(d) > 0.1).mean()), True)
+        lines.append(
+            f"| {name} | {len(dumps)} | {d.size} | {stat(neg, np.mean)} | {stat(neg, np.std)} | "
+            f"{stat(pos, np.mean)} | {stat(pos, np.std)} | {big} |"
+        )
+    return "\n".join(lines)
+
+
 def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -> str:
     """From ratio dumps: share of A<0 tokens below the static lower bound, FP8 vs BF16 shadow on
     the same tokens, binned by the token's old probability; figure + table."""
@@ -239,16 +281,13 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -
     ]
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for i, name in enumerate(n for n in names if n in arms):
-        files = sorted((arms[name]["dir"] / "ratios").glob("step_*.npz"))
-        if not files:
+        dumps = _dumps(arms[name])
+        if not dumps:
             continue
         lower = 0.8  # 1 - eps_low of both presets (eps_low = 0.2)
         fp8, ref, prob = [], [], []
-        for f in files:
-            d = np.load(f)
-            adv = d["advantages"]
-            adv = np.broadcast_to(adv[:, None] if adv.ndim == 1 else adv, d["mask"].shape)
-            sel = d["mask"] & (adv < 0)
+        for d in dumps:
+            sel = d["mask"] & (d["advantages"] < 0)
             (
                 fp8.append(d["ratio"][sel]),
                 ref.append(d["ratio_ref"][sel]),
@@ -263,7 +302,7 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -
             rf = float((ref[inb] < lower).mean()) if n else math.nan
             fr_fp8.append(f8), fr_ref.append(rf)
             cells.append(f"{_fmt(f8, True)} vs {_fmt(rf, True)} (n={n})")
-        lines.append(f"| {name} | {len(files)} | {fp8.size} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name} | {len(dumps)} | {fp8.size} | " + " | ".join(cells) + " |")
         x = np.arange(len(edges) - 1)
         ax.plot(x, fr_fp8, marker="o", color=f"C{i}", label=f"{name}: FP8")
         ax.plot(x, fr_ref, marker="x", ls="--", color=f"C{i}", label=f"{name}: BF16 shadow")
@@ -352,6 +391,8 @@ def main(argv: list[str]) -> None:
             distortion_table(arms),
             "## Lower clipping by token probability (ratio dumps, same tokens)",
             binned,
+            "## Precision noise of the ratio (ratio dumps, same tokens)",
+            noise_table(arms, dumped),
             "## Training dynamics",
             dynamics_table(arms),
             "## Seeds",

@@ -108,6 +108,11 @@ def test_cli_writes_tables_and_figures(results):
     assert "stress phase" in tables
     # the ratio dump: 2 of 4 A<0 tokens below 0.8 in FP8, none in the shadow, all at p in [0.05,0.2)
     assert "50.00% vs 0.00% (n=4)" in tables
+    # noise: d = log r_FP8 - log 1 = log(0.5, 0.7, 0.9, 1.0), all on A<0 tokens
+    d = np.log([0.5, 0.7, 0.9, 1.0])
+    noise = tables.split("## Precision noise")[1].split("##")[0]
+    expected = f"| {d.mean():+.4f} | {d.std():+.4f} | - | - | 75.00% |"
+    assert f"| stress/fp8_tensor_tis | 1 | 4 {expected}" in noise
     # entropy jumps from 0.5 to 2.0 at step 8; its 10-step mean passes 0.75 at step 9
     assert "| 9 / 8 |" in tables
     for fig in ("training_dynamics", "distortion", "stress", "stress_clip_by_probability"):
