@@ -238,15 +238,17 @@ def _dumps(arm: dict) -> list[dict[str, np.ndarray]]:
 
 def noise_table(arms: dict[str, dict], names: Sequence[str]) -> str:
     """Precision noise of the ratio on the same tokens: d = log r_FP8 - log r_BF16-shadow over
-    all dumped response tokens, by advantage sign (mean, std, share with |d| > 0.1)."""
+    all dumped response tokens, by advantage sign (mean, std, share with |d| > 0.1). Arms with a
+    BF16 trainer are left out (their shadow is the trainer itself: d = 0 exactly)."""
     lines = [
         "| arm | dumps | tokens | d mean (A<0) | d std (A<0) | d mean (A>0) | d std (A>0) "
         "| share abs(d) > 0.1 |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
+        precision = str(M.config_value(arms[name]["config"], "train.precision", ""))
         dumps = _dumps(arms[name])
-        if not dumps:
+        if not dumps or not precision.startswith("fp8"):
             continue
         d, adv = [], []
         for x in dumps:

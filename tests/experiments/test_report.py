@@ -21,7 +21,11 @@ def _write_arm(
 ) -> None:
     """An arm with constant reward/clip shares and eval accuracy `acc` at the last step."""
     path.mkdir(parents=True)
-    cfg = {"train": {"steps": STEPS}, "log": {"surge_factor": 1.5, "surge_warmup": 2}}
+    precision = "bf16" if "bf16" in path.name else "fp8_block"
+    cfg = {
+        "train": {"steps": STEPS, "precision": precision},
+        "log": {"surge_factor": 1.5, "surge_warmup": 2},
+    }
     (path / "config.json").write_text(json.dumps(cfg))
     rows = []
     for step in range(1, STEPS + 1):
