@@ -236,13 +236,35 @@ def _dumps(arm: dict) -> list[dict[str, np.ndarray]]:
     return out
 
 
+def _noise_cells(d: np.ndarray, adv: np.ndarray, prob: np.ndarray) -> str:
+    """The noise table's cells after the token count (see `noise_table`)."""
+    signs, low = (adv < 0, adv > 0), prob < 0.5
+
+    def pair(values: list[float | None]) -> str:
+        return " / ".join("-" if v is None else f"{v:.3f}" for v in values)
+
+    def std(sel: np.ndarray) -> float | None:
+        return float(d[sel].std()) if sel.any() else None
+
+    cells = [
+        pair([std(s) for s in signs]),
+        pair([std(s & low) for s in signs]),
+        pair([std(s & ~low) for s in signs]),
+        pair([float(low[s].mean()) if s.any() else None for s in signs]),
+        _fmt(float((abs(d) > 0.1).mean()), True),
+    ]
+    return " | ".join(cells)
+
+
 def noise_table(arms: dict[str, dict], names: Sequence[str]) -> str:
     """Precision noise of the ratio on the same tokens: d = log r_FP8 - log r_BF16-shadow over
-    all dumped response tokens, by advantage sign (mean, std, share with |d| > 0.1). Arms with a
-    BF16 trainer are left out (their shadow is the trainer itself: d = 0 exactly)."""
+    all dumped response tokens. Its std by advantage sign, overall and split at old-policy
+    probability 0.5 (is a sign asymmetry more than A<0 tokens being less likely?), the share of
+    low-probability tokens per sign, and the share with |d| > 0.1. Arms with a BF16 trainer are
+    left out (their shadow is the trainer itself: d = 0 exactly)."""
     lines = [
-        "| arm | dumps | tokens | d mean (A<0) | d std (A<0) | d mean (A>0) | d std (A>0) "
-        "| share abs(d) > 0.1 |",
+        "| arm | dumps | tokens | std d, A<0 / A>0 | std d at p<0.5, A<0 / A>0 "
+        "| std d at p>=0.5, A<0 / A>0 | share p<0.5, A<0 / A>0 | share abs(d) > 0.1 |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
@@ -250,22 +272,17 @@ def noise_table(arms: dict[str, dict], names: Sequence[str]) -> str:
         dumps = _dumps(arms[name])
         if not dumps or not precision.startswith("fp8"):
             continue
-        d, adv = [], []
+        d, adv, prob = [], [], []
         for x in dumps:
             m = x["mask"].astype(bool)
             with np.errstate(divide="ignore"):
                 d.append(np.log(x["ratio"][m]) - np.log(x["ratio_ref"][m]))
             adv.append(x["advantages"][m])
-        d, adv = np.concatenate(d), np.concatenate(adv)
+            prob.append(x["old_prob"][m])
+        d, adv, prob = (np.concatenate(v) for v in (d, adv, prob))
         ok = np.isfinite(d)
-        d, adv = d[ok], adv[ok]
-        neg, pos = d[adv < 0], d[adv > 0]
-        stat = lambda x, f: f"{f(x):+.4f}" if x.size else "-"
-        big = _fmt(float((abs(d) > 0.1).mean()), True)
-        lines.append(
-            f"| {name} | {len(dumps)} | {d.size} | {stat(neg, np.mean)} | {stat(neg, np.std)} | "
-            f"{stat(pos, np.mean)} | {stat(pos, np.std)} | {big} |"
-        )
+        d, adv, prob = d[ok], adv[ok], prob[ok]
+        lines.append(f"| {name} | {len(dumps)} | {d.size} | " + _noise_cells(d, adv, prob) + " |")
     return "\n".join(lines)
 
 
