@@ -135,6 +135,7 @@ def build_run_spec(c: ConfigDict) -> RunSpec:
         "rollout.max_new_tokens",
         "eval.every",
         "log.checkpoint_every",
+        "log.surge_window",
     ):
         section, name = key.split(".")
         if int(c[section][name]) < 1:

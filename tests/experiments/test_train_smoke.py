@@ -98,6 +98,7 @@ def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
         ("rl.preset", "ppo", "rl.preset"),
         ("train.num_minibatches", 3, "train.num_minibatches"),
         ("task.name", "chess", "task"),
+        ("log.surge_window", 0, "log.surge_window"),
     ],
 )
 def test_bad_config_names_the_key(tmp_path, key, value, message):
