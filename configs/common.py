@@ -39,7 +39,7 @@ def base_config() -> ConfigDict:
 
     c.rollout = ConfigDict()
     c.rollout.precision = "bf16"  # sampler precision preset: bf16, fp32, fp8_{tensor,delayed,...}
-    c.rollout.fwd_format = ""  # "" -> preset; "e5m2" forces E5M2 weights+activations
+    c.rollout.fwd_format = ""  # "" -> preset; "e5m2" / "e2m1" (FP4) forces weights+activations
     c.rollout.prompts_per_step = 16  # prompts per RL step (B)
     c.rollout.samples_per_prompt = 8  # group size G
     c.rollout.max_new_tokens = 8  # response length cap
@@ -50,7 +50,7 @@ def base_config() -> ConfigDict:
 
     c.train = ConfigDict()
     c.train.precision = "bf16"  # trainer precision preset (same names as rollout.precision)
-    c.train.fwd_format = ""  # "" -> preset; "e5m2" forces E5M2 weights+activations
+    c.train.fwd_format = ""  # "" -> preset; "e5m2" / "e2m1" (FP4) forces weights+activations
     c.train.steps = 30  # RL steps (one rollout batch each)
     c.train.ppo_epochs = 1  # passes over each rollout batch
     c.train.num_minibatches = 2  # minibatch updates per pass

@@ -17,6 +17,8 @@ Phases:
                per-tensor with an E5M2 forward.
   stress_countdown  the stress arms on Countdown (configs/countdown.py, ~8-token answers).
   stress_dapo  the per-tensor stress arms and BF16 on Countdown under DAPO (no KL anchor).
+  ladder       MX scaling with E4M3, E5M2 and E2M1 (FP4) forwards, with and without CalClip.
+  ladder_countdown  the ladder in the stress setting on Countdown.
 Scale: the 0.1M-parameter model of configs/common.py, 16 prompts x 8 samples per step,
 4 minibatch updates per step, 60 RL steps (stress phases: 16 updates, 300 steps).
 """
@@ -138,6 +140,18 @@ def stress_arms() -> dict[str, dict]:
     }
 
 
+def ladder_arms() -> dict[str, dict]:
+    """MX scaling (1x32 blocks, E8M0 scales) with ever fewer mantissa bits in the forward:
+    E4M3 (MXFP8), E5M2, E2M1 (MXFP4; gradients stay E5M2), each with and without CalClip."""
+    arms = {}
+    for tag, fmt in (("fp8", ""), ("fp8_e5m2", "e5m2"), ("fp4", "e2m1")):
+        extra = {"train.fwd_format": fmt, "rollout.fwd_format": fmt}
+        for calib in ("", "_calib"):
+            name = f"{tag.split('_')[0]}_mx_tis{calib}" + ("_e5m2" if fmt == "e5m2" else "")
+            arms[name] = _arm(f"fp8_mx_tis{calib}", **extra)
+    return arms
+
+
 def stress_dapo_arms() -> dict[str, dict]:
     """The per-tensor stress arms (and BF16) under DAPO: no KL anchor, clip-higher 0.28."""
     return {
@@ -147,6 +161,7 @@ def stress_dapo_arms() -> dict[str, dict]:
     }
 
 
+STRESS_SETTING = ("stress", "stress_countdown", "stress_dapo", "ladder_countdown")
 PHASES = {
     "granularity": granularity_arms,
     "headline": headline_arms,
@@ -157,6 +172,8 @@ PHASES = {
     "stress": stress_arms,
     "stress_countdown": stress_arms,
     "stress_dapo": stress_dapo_arms,
+    "ladder": ladder_arms,
+    "ladder_countdown": ladder_arms,
 }
 
 
@@ -164,10 +181,10 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     if phase not in PHASES:
         raise ValueError(f"study phase {phase!r}; allowed: {sorted(PHASES)}")
     c = ConfigDict()
-    countdown = phase in ("stress_countdown", "stress_dapo")
+    countdown = phase in ("stress_countdown", "stress_dapo", "ladder_countdown")
     c.base = "configs/countdown.py" if countdown else "configs/grpo.py"
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
     c.seeds = [0, 1, 2] if phase == "headline" else []
-    common = STRESS_COMMON if phase.startswith("stress") else STUDY_COMMON
+    common = STRESS_COMMON if phase in STRESS_SETTING else STUDY_COMMON
     c.common = ConfigDict(common, allow_dotted_keys=True)
     return c

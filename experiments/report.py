@@ -31,8 +31,10 @@ PHASES = (
     "stress",
     "stress_countdown",
     "stress_dapo",
+    "ladder",
+    "ladder_countdown",
 )
-STRESS_PHASES = ("stress", "stress_countdown", "stress_dapo")
+STRESS_PHASES = ("stress", "stress_countdown", "stress_dapo", "ladder", "ladder_countdown")
 HEADLINE = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
 SEEDS = range(1, 5)  # configs/study.py EXTRA_SEEDS
 # algorithm -> arm names at seeds 0, 1, ..., with the arm's base name as "{}"

@@ -1,4 +1,8 @@
-"""FP8 formats (float8_e4m3fn, float8_e5m2 via ml_dtypes/jnp) and E8M0 power-of-two scales."""
+"""FP8 formats (float8_e4m3fn, float8_e5m2 via ml_dtypes/jnp) and E8M0 power-of-two scales.
+
+The 4-bit float4_e2m1fn ("e2m1", 1 mantissa bit, max 6) goes through the same code: it is the
+coarser-than-FP8 rung of the study's precision ladder (what does it take to make RL unstable?).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,12 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-FORMAT_NAMES: dict[str, Any] = {"e4m3": jnp.float8_e4m3fn, "e5m2": jnp.float8_e5m2}
-_FP8_DTYPES = (np.dtype(jnp.float8_e4m3fn), np.dtype(jnp.float8_e5m2))
+FORMAT_NAMES: dict[str, Any] = {
+    "e4m3": jnp.float8_e4m3fn,
+    "e5m2": jnp.float8_e5m2,
+    "e2m1": jnp.float4_e2m1fn,
+}
+_FP8_DTYPES = tuple(np.dtype(t) for t in FORMAT_NAMES.values())
 
 # E8M0 (OCP MX shared scale): 8-bit biased exponent, value 2**(e - 127); 255 is NaN.
 E8M0_BIAS = 127
@@ -19,7 +27,7 @@ MAX_SCALE_EXP = 127
 
 
 def resolve_format(fmt: Any) -> np.dtype:
-    """Return the numpy dtype for a jnp float8 dtype/type or the strings "e4m3" / "e5m2"."""
+    """Return the numpy dtype for a jnp float8/float4 dtype/type or "e4m3" / "e5m2" / "e2m1"."""
     if isinstance(fmt, str):
         if fmt not in FORMAT_NAMES:
             raise ValueError(f"fmt must be one of {sorted(FORMAT_NAMES)} or a jnp float8 dtype")
@@ -29,17 +37,19 @@ def resolve_format(fmt: Any) -> np.dtype:
     except TypeError as err:
         raise ValueError(f"unsupported FP8 format {fmt!r}") from err
     if dtype not in _FP8_DTYPES:
-        raise ValueError(f"unsupported FP8 format {dtype}; use float8_e4m3fn or float8_e5m2")
+        raise ValueError(
+            f"unsupported FP8 format {dtype}; use float8_e4m3fn, float8_e5m2 or float4_e2m1fn"
+        )
     return dtype
 
 
 def fmt_max(fmt: Any) -> float:
-    """Largest finite value of the format (448 for E4M3, 57344 for E5M2)."""
+    """Largest finite value of the format (448 for E4M3, 57344 for E5M2, 6 for E2M1)."""
     return float(jnp.finfo(resolve_format(fmt)).max)
 
 
 def mantissa_bits(fmt: Any) -> int:
-    """Explicit mantissa bits (3 for E4M3, 2 for E5M2)."""
+    """Explicit mantissa bits (3 for E4M3, 2 for E5M2, 1 for E2M1)."""
     return int(jnp.finfo(resolve_format(fmt)).nmant)
 
 

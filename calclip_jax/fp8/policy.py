@@ -10,8 +10,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-DTYPES = ("e4m3", "e5m2", "bf16", "fp32")
-FP8_DTYPES = ("e4m3", "e5m2")
+DTYPES = ("e4m3", "e5m2", "e2m1", "bf16", "fp32")
+FP8_DTYPES = ("e4m3", "e5m2", "e2m1")  # quantized with explicit scales (e2m1: 4-bit, ladder only)
 GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
 AMAX_REDUCES = ("max", "most_recent")
 ROLES = ("weights", "activations", "gradients", "lm_head", "kv_cache")
@@ -68,10 +68,11 @@ class TensorPrecision:
 
     @property
     def jnp_dtype(self) -> Any:
-        """The storage dtype: float8_e4m3fn, float8_e5m2, bfloat16 or float32."""
+        """The storage dtype: float8_e4m3fn, float8_e5m2, float4_e2m1fn, bfloat16 or float32."""
         return {
             "e4m3": jnp.float8_e4m3fn,
             "e5m2": jnp.float8_e5m2,
+            "e2m1": jnp.float4_e2m1fn,
             "bf16": jnp.bfloat16,
             "fp32": jnp.float32,
         }[self.dtype]

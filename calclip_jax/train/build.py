@@ -18,7 +18,7 @@ from calclip_jax.rl.corrections import CorrectionConfig
 from calclip_jax.rl.presets import RLPreset, get_preset
 from calclip_jax.train.config import CalibrationConfig, OptimConfig, StepConfig
 
-FWD_FORMATS = ("", "e4m3", "e5m2")
+FWD_FORMATS = ("", "e4m3", "e5m2", "e2m1")
 
 
 class ConfigError(ValueError):

@@ -30,10 +30,10 @@ def test_phase_arms_apply_to_their_base_config(phase):
         assert config.correction.mode == "token_tis", name
         if config.calibration.enabled:
             assert config.calibration.upper_rule in ("balance", "quantile", "scaled"), name
-    if phase.startswith("stress"):
+    if phase in study.STRESS_SETTING:
         assert all(o["train.ppo_epochs"] * o["train.num_minibatches"] == 16 for o in arms.values())
         assert all(o["calibration.ema_beta"] == 0.0 for o in arms.values())
-    if phase in ("stress_countdown", "stress_dapo"):
+    if phase in ("stress_countdown", "stress_dapo", "ladder_countdown"):
         assert _base_config(c.base).task.name == "countdown"
 
 
@@ -47,3 +47,15 @@ def test_headline_seed_phases_cover_seeds_one_to_four():
 def test_unknown_phase_is_rejected():
     with pytest.raises(ValueError, match="study phase"):
         study.get_config("everything")
+
+
+def test_ladder_lowers_the_forward_format_only():
+    arms = sweep.expand_arms(study.get_config("ladder"))
+    assert sorted(arms) == sorted(
+        f"{t}_mx_tis{c}{e}"
+        for t, e in (("fp8", ""), ("fp8", "_e5m2"), ("fp4", ""))
+        for c in ("", "_calib")
+    )
+    assert arms["fp4_mx_tis_calib"]["train.fwd_format"] == "e2m1"
+    assert arms["fp8_mx_tis"]["train.fwd_format"] == ""
+    assert {o["train.precision"] for o in arms.values()} == {"fp8_mx"}

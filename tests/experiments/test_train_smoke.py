@@ -99,9 +99,28 @@ def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
         ("train.num_minibatches", 3, "train.num_minibatches"),
         ("task.name", "chess", "task"),
         ("log.surge_window", 0, "log.surge_window"),
+        ("train.fwd_format", "e3m4", "train.fwd_format"),
+        ("rollout.fwd_format", "e5m2", "rollout.fwd_format needs an fp8 precision"),
     ],
 )
 def test_bad_config_names_the_key(tmp_path, key, value, message):
     config = tiny_config(str(tmp_path), **{key: value})
     with pytest.raises(ConfigError, match=message):
         build_run_spec(config)
+
+
+@pytest.mark.parametrize("fmt", ["e5m2", "e2m1"])
+def test_fwd_format_replaces_weights_and_activations_only(tmp_path, fmt):
+    config = tiny_config(
+        str(tmp_path),
+        **{
+            "rollout.precision": "fp8_mx",
+            "train.precision": "fp8_mx",
+            "rollout.fwd_format": fmt,
+            "train.fwd_format": fmt,
+        },
+    )
+    spec = build_run_spec(config)
+    for policy in (spec.rollout_policy, spec.step.policy):
+        assert (policy.weights.dtype, policy.activations.dtype) == (fmt, fmt)
+        assert policy.gradients.dtype == "e5m2" and policy.weights.granularity == "mx"

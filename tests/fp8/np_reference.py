@@ -10,6 +10,7 @@ import numpy as np
 FORMATS = {
     "e4m3": (ml_dtypes.float8_e4m3fn, 448.0, 3, 2.0**-9),
     "e5m2": (ml_dtypes.float8_e5m2, 57344.0, 2, 2.0**-16),
+    "e2m1": (ml_dtypes.float4_e2m1fn, 6.0, 1, 0.5),  # 4-bit: the study's coarsest rung
 }
 
 

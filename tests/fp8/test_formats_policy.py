@@ -11,6 +11,7 @@ from calclip_jax.fp8 import (
     TensorPrecision,
     fmt_max,
     from_e8m0,
+    mantissa_bits,
     resolve_format,
     round_scale_pow2,
     to_e8m0,
@@ -20,6 +21,7 @@ from calclip_jax.fp8 import (
 def test_formats():
     assert fmt_max(jnp.float8_e4m3fn) == 448.0
     assert fmt_max("e5m2") == 57344.0
+    assert fmt_max("e2m1") == 6.0 and mantissa_bits(jnp.float4_e2m1fn) == 1
     assert resolve_format(jnp.float8_e5m2) == np.dtype(jnp.float8_e5m2)
     with pytest.raises(ValueError):
         resolve_format(jnp.bfloat16)
