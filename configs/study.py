@@ -17,6 +17,7 @@ Phases:
                per-tensor with an E5M2 forward.
   stress_countdown  the stress arms on Countdown (configs/countdown.py, ~8-token answers).
   stress_dapo  the per-tensor stress arms and BF16 on Countdown under DAPO (no KL anchor).
+  stress_seeds the stress arms without E5M2 on addition at seeds 1 and 2.
   ladder       MX scaling with E4M3, E5M2 and E2M1 (FP4) forwards, with and without CalClip.
   ladder_countdown  the ladder in the stress setting on Countdown.
 Scale: the 0.1M-parameter model of configs/common.py, 16 prompts x 8 samples per step,
@@ -140,6 +141,11 @@ def stress_arms() -> dict[str, dict]:
     }
 
 
+def stress_seed_arms() -> dict[str, dict]:
+    """The BF16, block and per-tensor stress arms (E4M3), to repeat at more seeds."""
+    return {name: arm for name, arm in stress_arms().items() if not name.endswith("e5m2")}
+
+
 def ladder_arms() -> dict[str, dict]:
     """MX scaling (1x32 blocks, E8M0 scales) with ever fewer mantissa bits in the forward:
     E4M3 (MXFP8), E5M2, E2M1 (MXFP4; gradients stay E5M2), each with and without CalClip."""
@@ -161,7 +167,7 @@ def stress_dapo_arms() -> dict[str, dict]:
     }
 
 
-STRESS_SETTING = ("stress", "stress_countdown", "stress_dapo", "ladder_countdown")
+STRESS_SETTING = ("stress", "stress_seeds", "stress_countdown", "stress_dapo", "ladder_countdown")
 PHASES = {
     "granularity": granularity_arms,
     "headline": headline_arms,
@@ -172,6 +178,7 @@ PHASES = {
     "stress": stress_arms,
     "stress_countdown": stress_arms,
     "stress_dapo": stress_dapo_arms,
+    "stress_seeds": stress_seed_arms,
     "ladder": ladder_arms,
     "ladder_countdown": ladder_arms,
 }
@@ -184,7 +191,7 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     countdown = phase in ("stress_countdown", "stress_dapo", "ladder_countdown")
     c.base = "configs/countdown.py" if countdown else "configs/grpo.py"
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
-    c.seeds = [0, 1, 2] if phase == "headline" else []
+    c.seeds = {"headline": [0, 1, 2], "stress_seeds": [1, 2]}.get(phase, [])
     common = STRESS_COMMON if phase in STRESS_SETTING else STUDY_COMMON
     c.common = ConfigDict(common, allow_dotted_keys=True)
     return c

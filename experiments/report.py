@@ -31,6 +31,7 @@ PHASES = (
     "stress",
     "stress_countdown",
     "stress_dapo",
+    "stress_seeds",
     "ladder",
     "ladder_countdown",
 )
