@@ -37,11 +37,13 @@ PHASES = (
 )
 STRESS_PHASES = ("stress", "stress_countdown", "stress_dapo", "ladder", "ladder_countdown")
 HEADLINE = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
+STRESS_ARMS = (*HEADLINE, "fp8_tensor_tis", "fp8_tensor_tis_calib")
 SEEDS = range(1, 5)  # configs/study.py EXTRA_SEEDS
-# algorithm -> arm names at seeds 0, 1, ..., with the arm's base name as "{}"
+# group -> (arms, run names at seeds 0, 1, ... with the arm's name as "{}")
 SEED_RUNS = {
-    "GRPO": ("{}", *(f"{{}}__seed{s}" for s in SEEDS)),
-    "DAPO": ("dapo/dapo_{}", *(f"dapo_seeds/dapo_{{}}__seed{s}" for s in SEEDS)),
+    "GRPO": (HEADLINE, ("{}", *(f"{{}}__seed{s}" for s in SEEDS))),
+    "DAPO": (HEADLINE, ("dapo/dapo_{}", *(f"dapo_seeds/dapo_{{}}__seed{s}" for s in SEEDS))),
+    "GRPO stress": (STRESS_ARMS, ("stress/{}", "stress_seeds/{}__seed1", "stress_seeds/{}__seed2")),
 }
 GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
 LAST = 10  # "final" values: mean over the last LAST RL steps
@@ -166,14 +168,14 @@ def seeds_table(arms: dict[str, dict]) -> str:
         "|---|---|---|---|---|---|",
     ]
     sd = lambda x: x.std(ddof=1) if x.size > 1 else math.nan
-    for algo, patterns in SEED_RUNS.items():
+    for algo, (bases, patterns) in SEED_RUNS.items():
         finals = {}
-        for base in HEADLINE:
+        for base in bases:
             runs = [arms.get(p.format(base)) for p in patterns]
             finals[base] = np.array(
                 [_final_values(r) if r and _finished(r) else (math.nan, math.nan) for r in runs]
             )
-        for base in HEADLINE:
+        for base in bases:
             for j, metric in enumerate(("reward (last 10)", "final eval acc")):
                 x = finals[base][:, j]
                 ok = x[np.isfinite(x)]
@@ -183,7 +185,8 @@ def seeds_table(arms: dict[str, dict]) -> str:
                 if base != "bf16":
                     d = x - finals["bf16"][:, j]
                     dd = d[np.isfinite(d)]
-                    diff = f"{dd.mean():+.3f}; " + ", ".join(_fmt_signed(v) for v in d)
+                    if dd.size:
+                        diff = f"{dd.mean():+.3f}; " + ", ".join(_fmt_signed(v) for v in d)
                 lines.append(
                     f"| {algo} | {base} | {metric} | {', '.join(_fmt(v) for v in x)} | "
                     f"{ok.mean():.3f} ± {sd(ok):.3f} (n={ok.size}) | {diff} |"
