@@ -19,6 +19,7 @@ from absl import app, flags
 
 from calclip_jax.analysis import metrics as M
 from calclip_jax.analysis import plots
+from calclip_jax.analysis.ratio_dumps import PROB_EDGES, load_dumps, pooled_tokens
 from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW, detect_surge
 
 _RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
@@ -231,17 +232,6 @@ def distortion_bars(arms: dict[str, dict], out: Path) -> None:
     fig.savefig(out, dpi=120)
 
 
-def _dumps(arm: dict) -> list[dict[str, np.ndarray]]:
-    """The arm's ratio dumps with advantages broadcast to the token grid."""
-    out = []
-    for f in sorted((arm["dir"] / "ratios").glob("step_*.npz")):
-        d = dict(np.load(f))
-        adv = d["advantages"]
-        d["advantages"] = np.broadcast_to(adv[:, None] if adv.ndim == 1 else adv, d["mask"].shape)
-        out.append(d)
-    return out
-
-
 def _noise_cells(d: np.ndarray, adv: np.ndarray, prob: np.ndarray) -> str:
     """The noise table's cells after the token count (see `noise_table`)."""
     signs, low = (adv < 0, adv > 0), prob < 0.5
@@ -275,19 +265,12 @@ def noise_table(arms: dict[str, dict], names: Sequence[str]) -> str:
     ]
     for name in names:
         precision = str(M.config_value(arms[name]["config"], "train.precision", ""))
-        dumps = _dumps(arms[name])
+        dumps = load_dumps(arms[name]["dir"])
         if not dumps or not precision.startswith("fp8"):
             continue
-        d, adv, prob = [], [], []
-        for x in dumps:
-            m = x["mask"].astype(bool)
-            with np.errstate(divide="ignore"):
-                d.append(np.log(x["ratio"][m]) - np.log(x["ratio_ref"][m]))
-            adv.append(x["advantages"][m])
-            prob.append(x["old_prob"][m])
-        d, adv, prob = (np.concatenate(v) for v in (d, adv, prob))
-        ok = np.isfinite(d)
-        d, adv, prob = d[ok], adv[ok], prob[ok]
+        tok = pooled_tokens(dumps)
+        ok = np.isfinite(tok["noise"])
+        d, adv, prob = tok["noise"][ok], tok["advantages"][ok], tok["old_prob"][ok]
         lines.append(f"| {name} | {len(dumps)} | {d.size} | " + _noise_cells(d, adv, prob) + " |")
     return "\n".join(lines)
 
@@ -297,7 +280,7 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -
     the same tokens, binned by the token's old probability; figure + table."""
     import matplotlib.pyplot as plt
 
-    edges = np.array([0.0, 0.05, 0.2, 0.5, 0.9, 0.99, 1.0001])
+    edges = np.array(PROB_EDGES)
     lines = [
         "| arm | dumps | tokens A<0 | "
         + " | ".join(f"p in [{a:.2f},{min(b, 1):.2f})" for a, b in itertools.pairwise(edges))
@@ -306,19 +289,13 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -
     ]
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for i, name in enumerate(n for n in names if n in arms):
-        dumps = _dumps(arms[name])
+        dumps = load_dumps(arms[name]["dir"])
         if not dumps:
             continue
         lower = 0.8  # 1 - eps_low of both presets (eps_low = 0.2)
-        fp8, ref, prob = [], [], []
-        for d in dumps:
-            sel = d["mask"] & (d["advantages"] < 0)
-            (
-                fp8.append(d["ratio"][sel]),
-                ref.append(d["ratio_ref"][sel]),
-                prob.append(d["old_prob"][sel]),
-            )
-        fp8, ref, prob = (np.concatenate(x) for x in (fp8, ref, prob))
+        tok = pooled_tokens(dumps)
+        neg = tok["advantages"] < 0
+        fp8, ref, prob = tok["ratio"][neg], tok["ratio_ref"][neg], tok["old_prob"][neg]
         cells, fr_fp8, fr_ref = [], [], []
         for a, b in itertools.pairwise(edges):
             inb = (prob >= a) & (prob < b)

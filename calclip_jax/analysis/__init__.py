@@ -14,6 +14,14 @@ from calclip_jax.analysis.metrics import (
     read_jsonl,
     to_columns,
 )
+from calclip_jax.analysis.ratio_dumps import (
+    PROB_EDGES,
+    dump_steps,
+    load_dump,
+    load_dumps,
+    noise_by_probability,
+    pooled_tokens,
+)
 from calclip_jax.analysis.summary import (
     COLUMNS,
     aggregate_seeds,
@@ -35,18 +43,24 @@ from calclip_jax.analysis.surge import (
 
 __all__ = [
     "COLUMNS",
+    "PROB_EDGES",
     "SURGE_FACTOR",
     "SURGE_WARMUP",
     "SURGE_WINDOW",
     "aggregate_seeds",
     "config_value",
     "detect_surge",
+    "dump_steps",
     "find_arms",
     "is_finished",
     "load_columns",
     "load_config",
+    "load_dump",
+    "load_dumps",
     "load_metrics",
     "load_summary",
+    "noise_by_probability",
+    "pooled_tokens",
     "read_jsonl",
     "running_min",
     "summarize_run",

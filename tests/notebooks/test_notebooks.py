@@ -174,7 +174,10 @@ def test_ratio_histograms_from_dumps(tiny_sweep, tmp_path, monkeypatch):
         }
         if with_ref:
             arrays["ratio_ref"] = np.exp(rng.normal(0.0, 0.05, (8, 6))).astype(np.float32)
+            arrays["old_prob"] = rng.uniform(0.0, 1.0, (8, 6)).astype(np.float32)
         np.savez(sweep / arm / "ratios" / "step_000004.npz", **arrays)
     text = run_notebook("ratio_distortion", sweep, tmp_path / "figs", monkeypatch)
     assert NO_DUMPS not in text
     assert {f"ratio_hist_{CALIB_ARM}", "ratio_hist_bf16"} <= saved_figures(tmp_path / "figs")
+    assert "precision_noise" in saved_figures(tmp_path / "figs")  # the FP8 arm with a shadow
+    assert "std d A<0" in text
