@@ -20,7 +20,13 @@ from absl import app, flags
 from calclip_jax.analysis import metrics as M
 from calclip_jax.analysis import plots
 from calclip_jax.analysis.ratio_dumps import PROB_EDGES, load_dumps, pooled_tokens
-from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW, detect_surge
+from calclip_jax.analysis.surge import (
+    SURGE_FACTOR,
+    SURGE_WARMUP,
+    SURGE_WINDOW,
+    detect_surge,
+    max_rebound,
+)
 
 _RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
 PHASES = (
@@ -113,12 +119,13 @@ def distortion_table(
 
 
 def dynamics_table(arms: dict[str, dict]) -> str:
-    """Per arm: reward, eval accuracy, entropy path, surge, length, garbled share, mismatch."""
+    """Per arm: reward, eval accuracy, entropy path, surge, max rebound of the smoothed entropy
+    over its running minimum (the surge threshold is k = 1.5), length, garbled share, mismatch."""
     lines = [
         f"| arm | steps | reward (last {LAST}) | eval acc first -> last | entropy first / min / "
-        "peak after min / last | surge step (10-step mean / raw) | resp len | garbled | "
-        "mismatch k3 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "peak after min / last | surge step (10-step mean / raw) | max rebound | resp len | "
+        "garbled | mismatch k3 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, arm in arms.items():
         c, cfg = arm["cols"], arm["config"]
@@ -128,9 +135,11 @@ def dynamics_table(arms: dict[str, dict]) -> str:
         warm = M.config_value(cfg, "log.surge_warmup", SURGE_WARMUP)
         window = M.config_value(cfg, "log.surge_window", SURGE_WINDOW)
         surge = raw = None
+        rebound = math.nan
         if ent.size:
             surge = detect_surge(ent, c["step"], k=k, warmup=warm, window=window)
             raw = detect_surge(ent, c["step"], k=k, warmup=warm, window=1)
+            rebound = max_rebound(ent, c["step"], warmup=warm, window=window)
         i_min = int(np.nanargmin(ent)) if finite.size else 0
         peak_after = float(np.nanmax(ent[i_min:])) if finite.size else math.nan
         ev = c.get("eval_accuracy", np.array([]))
@@ -143,7 +152,7 @@ def dynamics_table(arms: dict[str, dict]) -> str:
             f"{_fmt(finite[0] if finite.size else math.nan)} / {_fmt(np.nanmin(ent))} / "
             f"{_fmt(peak_after)} / {_fmt(finite[-1] if finite.size else math.nan)} | "
             f"{surge if surge is not None else 'none'} / {raw if raw is not None else 'none'} | "
-            f"{_fmt(_mean(c.get('response_len_mean'), LAST))} | "
+            f"{_fmt(rebound)} | {_fmt(_mean(c.get('response_len_mean'), LAST))} | "
             f"{_fmt(_mean(c.get('garbled_frac'), LAST), True)} | "
             f"{_mean(c.get('mismatch_k3')):.1e} |"
         )

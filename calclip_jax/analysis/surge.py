@@ -84,3 +84,23 @@ def detect_surge(
         return None
     idx = int(np.argmax(mask))
     return idx + 1 if steps is None else int(np.asarray(steps)[idx])
+
+
+def max_rebound(
+    entropy: Sequence[float | None] | np.ndarray,
+    steps: Sequence[int] | np.ndarray | None = None,
+    *,
+    warmup: int = SURGE_WARMUP,
+    window: int = SURGE_WINDOW,
+) -> float:
+    """Largest ``s_t / m_t`` past the warmup: how close a run came to a surge (a surge is a
+    rebound above k). 1.0 for entropy that only falls; NaN when nothing is past the warmup."""
+    raw = _as_float(entropy)
+    t = np.arange(1, raw.size + 1) if steps is None else np.asarray(steps)
+    if t.shape != raw.shape:
+        raise ValueError(f"steps has shape {t.shape}, entropy has shape {raw.shape}")
+    s = np.where(np.isfinite(raw), trailing_mean(raw, window), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = s / running_min(s)
+    r = r[(t > warmup) & np.isfinite(r)]
+    return float(r.max()) if r.size else float("nan")

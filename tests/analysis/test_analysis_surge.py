@@ -4,10 +4,16 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from calclip_jax.analysis.surge import detect_surge, running_min, surge_mask, trailing_mean
+from calclip_jax.analysis.surge import (
+    detect_surge,
+    max_rebound,
+    running_min,
+    surge_mask,
+    trailing_mean,
+)
 
 FALL_THEN_SURGE = [2.0, 1.5, 1.0, 0.9, 0.8, 0.8, 0.9, 1.3, 0.7]
 
@@ -96,3 +102,21 @@ def test_smoothing_ignores_a_one_step_spike_but_not_a_sustained_rise():
     # the 10-step mean passes 1.5 once 6 of its 10 steps are at 2.0: step 26
     assert detect_surge(rise) == 26
     assert detect_surge(rise, window=1) == 21
+
+
+def test_max_rebound_is_how_close_a_run_came():
+    assert max_rebound(np.linspace(3.0, 0.5, 40)) == 1.0  # only falls
+    assert max_rebound([1.0, 0.5, 0.6, 0.6, 0.6, 0.8], window=1) == pytest.approx(1.6)
+    assert np.isnan(max_rebound([1.0, 0.5], window=1))  # nothing past the warmup
+    rise = [1.0] * 20 + [2.0] * 10
+    # the first step whose rebound exceeds k is the surge step
+    assert max_rebound(rise[:26]) > 1.5 >= max_rebound(rise[:25])
+    assert detect_surge(rise) == 26
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0.01, 10.0), min_size=7, max_size=30), st.floats(1.0, 3.0))
+def test_rebound_above_k_iff_surge(series, k):
+    rebound = max_rebound(series, window=3)
+    assume(abs(rebound - k) > 1e-9)  # s > k m and s / m > k may round apart at equality
+    assert (detect_surge(series, k=k, window=3) is not None) == (rebound > k)
