@@ -64,7 +64,11 @@ def print_table(w: jax.Array, title: str) -> None:
     header = f"  {'format':<8} {'granularity':<12} {'rel_fro':>9} {'median_rel':>11} {'flushed':>8}"
     print(header)
     print("  " + "-" * (len(header) - 2))
-    for name, fmt in (("e4m3", jnp.float8_e4m3fn), ("e5m2", jnp.float8_e5m2)):
+    for name, fmt in (
+        ("e4m3", jnp.float8_e4m3fn),
+        ("e5m2", jnp.float8_e5m2),
+        ("e2m1", jnp.float4_e2m1fn),  # FP4: the study's coarsest rung
+    ):
         for granularity, options in GRANULARITIES:
             row = error_row(w, fmt, granularity, options)
             print(
