@@ -83,25 +83,42 @@ def load_all(root: Path) -> dict[str, dict]:
     return arms
 
 
+LADDER = (  # label, TIS arm, TIS + CalClip arm (configs/study.py ladder phases)
+    ("E4M3 (MXFP8)", "fp8_mx_tis", "fp8_mx_tis_calib"),
+    ("E5M2", "fp8_mx_tis_e5m2", "fp8_mx_tis_calib_e5m2"),
+    ("E2M1 (MXFP4)", "fp4_mx_tis", "fp4_mx_tis_calib"),
+)
+
+
+def granularity_rows(
+    prefix: str = "", granularities: Sequence[str] = GRANULARITIES
+) -> list[tuple[str, str, str]]:
+    """(label, TIS arm, calibrated arm) per granularity: `<prefix>fp8_<g>_tis[_calib]`."""
+    return [(g, f"{prefix}fp8_{g}_tis", f"{prefix}fp8_{g}_tis_calib") for g in granularities]
+
+
 def distortion_table(
-    arms: dict[str, dict], prefix: str = "", granularities: Sequence[str] = GRANULARITIES
+    arms: dict[str, dict],
+    rows: Sequence[tuple[str, str, str]] | None = None,
+    bf16: str = "bf16",
 ) -> str:
-    """Clip fractions at the static bounds by advantage sign: FP8 vs BF16, per granularity
-    (arms named `<prefix>fp8_<g>_tis` and `<prefix>fp8_<g>_tis_calib`)."""
+    """Clip fractions at the static bounds by advantage sign: FP8 (the TIS arm) vs the BF16
+    shadow (the calibrated arm), one row per (label, TIS arm, calibrated arm); default: the
+    granularity phase."""
+    rows = granularity_rows() if rows is None else rows
     lines = [
-        "| granularity | FP8 lower/A<0 (TIS arm) | BF16 shadow lower/A<0 (calib arm) | ratio "
+        "| precision | FP8 lower/A<0 (TIS arm) | BF16 shadow lower/A<0 (calib arm) | ratio "
         "| FP8 upper/A>0 | BF16 shadow upper/A>0 | ratio | FP8 under calibrated bounds lower/A<0 |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    bf16 = arms.get(f"{prefix}bf16")
-    if bf16:
-        c = bf16["cols"]
+    if bf16 in arms:
+        c = arms[bf16]["cols"]
         lines.append(
             f"| bf16 (own run) | {_fmt(_mean(c.get('clip_frac_lower_neg')), True)} | - | - | "
             f"{_fmt(_mean(c.get('clip_frac_upper_pos')), True)} | - | - | - |"
         )
-    for g in granularities:
-        tis, cal = arms.get(f"{prefix}fp8_{g}_tis"), arms.get(f"{prefix}fp8_{g}_tis_calib")
+    for label, tis_name, cal_name in rows:
+        tis, cal = arms.get(tis_name), arms.get(cal_name)
         if not tis or not cal:
             continue
         lo, up = (
@@ -112,7 +129,7 @@ def distortion_table(
         up_ref = _mean(cal["cols"].get("clip_frac_upper_pos_ref"))
         lo_cal = _mean(cal["cols"].get("clip_frac_lower_neg"))
         lines.append(
-            f"| {g} | {_fmt(lo, True)} | {_fmt(lo_ref, True)} | {lo / lo_ref:.1f}x | "
+            f"| {label} | {_fmt(lo, True)} | {_fmt(lo_ref, True)} | {lo / lo_ref:.1f}x | "
             f"{_fmt(up, True)} | {_fmt(up_ref, True)} | {up / up_ref:.1f}x | {_fmt(lo_cal, True)} |"
         )
     return "\n".join(lines)
@@ -199,7 +216,8 @@ def seeds_table(arms: dict[str, dict]) -> str:
                         diff = f"{dd.mean():+.3f}; " + ", ".join(_fmt_signed(v) for v in d)
                 lines.append(
                     f"| {algo} | {base} | {metric} | {', '.join(_fmt(v) for v in x)} | "
-                    f"{ok.mean():.3f} ± {sd(ok):.3f} (n={ok.size}) | {diff} |"
+                    f"{ok.mean():.3f}{f' ± {sd(ok):.3f}' if ok.size > 1 else ''} (n={ok.size}) "
+                    f"| {diff} |"
                 )
     return "\n".join(lines)
 
@@ -411,7 +429,13 @@ def main(argv: list[str]) -> None:
             *itertools.chain.from_iterable(
                 (
                     f"## Ratio distortion, {phase} phase (mean over all RL steps)",
-                    distortion_table(arms, f"{phase}/", ("tensor", "block")),
+                    distortion_table(
+                        arms,
+                        [(lbl, f"{phase}/{t}", f"{phase}/{c}") for lbl, t, c in LADDER]
+                        if phase.startswith("ladder")
+                        else granularity_rows(f"{phase}/", ("tensor", "block")),
+                        bf16=f"{phase}/bf16",
+                    ),
                 )
                 for phase in STRESS_PHASES
                 if any(n.startswith(phase + "/") for n in arms)

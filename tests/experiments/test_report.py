@@ -95,7 +95,8 @@ def test_distortion_table_ratio_per_phase(results):
     arms = report.load_all(results)
     grpo = report.distortion_table(arms)
     assert "| block | 8.00% | 1.00% | 8.0x |" in grpo
-    stress = report.distortion_table(arms, "stress/", ("tensor", "block"))
+    rows = report.granularity_rows("stress/", ("tensor", "block"))
+    stress = report.distortion_table(arms, rows, bf16="stress/bf16")
     assert "| tensor | 12.00% | 3.00% | 4.0x |" in stress and "| block |" not in stress
 
 
