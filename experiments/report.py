@@ -302,6 +302,50 @@ def noise_table(arms: dict[str, dict], names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def _precision_label(config: dict) -> str:
+    """bf16 | fp8 | e5m2 | fp4: the trainer's forward precision family."""
+    precision = str(M.config_value(config, "train.precision", ""))
+    fmt = str(M.config_value(config, "train.fwd_format", "") or "")
+    if not precision.startswith("fp8"):
+        return "bf16"
+    return {"e2m1": "fp4", "e5m2": "e5m2"}.get(fmt, "fp8")
+
+
+def rebound_chart(arms: dict[str, dict], out: Path) -> None:
+    """Max rebound of the smoothed entropy over its running minimum, one bar per arm of the
+    boundary-search phases (and the study-setting arms at seed 0), against the surge threshold."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    names = [
+        n
+        for n in arms
+        if "__seed" not in n and not n.startswith(("seeds", "dapo_seeds", "stress_seeds"))
+    ]
+    values, colors = [], []
+    palette = {"bf16": "0.5", "fp8": "C0", "e5m2": "C1", "fp4": "C3"}
+    for n in names:
+        c, cfg = arms[n]["cols"], arms[n]["config"]
+        ent = c.get("entropy", np.array([]))
+        warm = M.config_value(cfg, "log.surge_warmup", SURGE_WARMUP)
+        window = M.config_value(cfg, "log.surge_window", SURGE_WINDOW)
+        values.append(max_rebound(ent, c["step"], warmup=warm, window=window) if ent.size else 1)
+        colors.append(palette[_precision_label(cfg)])
+    fig, ax = plt.subplots(figsize=(8, 0.18 * len(names) + 1.2))
+    y = np.arange(len(names))
+    ax.barh(y, np.asarray(values) - 1.0, left=1.0, color=colors)
+    ax.axvline(SURGE_FACTOR, color="C3", ls="--", label=f"surge threshold {SURGE_FACTOR}x")
+    ax.set_yticks(y, names, fontsize=6)
+    ax.invert_yaxis()
+    ax.set(xlabel="max of (10-step mean entropy) / (its running minimum)", xlim=(1.0, 1.6))
+    handles = [Patch(color=color, label=f"trainer {label}") for label, color in palette.items()]
+    handles.append(ax.get_lines()[0])
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
 def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -> str:
     """From ratio dumps: share of A<0 tokens below the static lower bound, FP8 vs BF16 shadow on
     the same tokens, binned by the token's old probability; figure + table."""
@@ -414,6 +458,7 @@ def main(argv: list[str]) -> None:
     if stressed:
         probability_binned(arms, stressed, figs / "stress_clip_by_probability.png")
     distortion_bars(arms, figs / "distortion.png")
+    rebound_chart(arms, figs / "rebound.png")
     text = "\n\n".join(
         [
             "## Ratio distortion (mean over all RL steps)",
