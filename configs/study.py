@@ -149,13 +149,14 @@ def stress_seed_arms() -> dict[str, dict]:
 def ladder_arms() -> dict[str, dict]:
     """MX scaling (1x32 blocks, E8M0 scales) with ever fewer mantissa bits in the forward:
     E4M3 (MXFP8), E5M2, E2M1 (MXFP4; gradients stay E5M2), each with and without CalClip."""
-    arms = {}
-    for tag, fmt in (("fp8", ""), ("fp8_e5m2", "e5m2"), ("fp4", "e2m1")):
-        extra = {"train.fwd_format": fmt, "rollout.fwd_format": fmt}
-        for calib in ("", "_calib"):
-            name = f"{tag.split('_')[0]}_mx_tis{calib}" + ("_e5m2" if fmt == "e5m2" else "")
-            arms[name] = _arm(f"fp8_mx_tis{calib}", **extra)
-    return arms
+    names = {"fp8_mx_tis{}": "", "fp8_mx_tis{}_e5m2": "e5m2", "fp4_mx_tis{}": "e2m1"}
+    return {
+        name.format(calib): _arm(
+            f"fp8_mx_tis{calib}", **{"train.fwd_format": fmt, "rollout.fwd_format": fmt}
+        )
+        for name, fmt in names.items()
+        for calib in ("", "_calib")
+    }
 
 
 def stress_dapo_arms() -> dict[str, dict]:
