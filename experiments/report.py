@@ -42,7 +42,8 @@ PHASES = (
     "ladder",
     "ladder_countdown",
 )
-STRESS_PHASES = ("stress", "stress_countdown", "stress_dapo", "ladder", "ladder_countdown")
+# phases of the boundary search: one curve figure and one distortion table each
+SEARCH_PHASES = ("stress", "stress_countdown", "stress_dapo", "ladder", "ladder_countdown")
 HEADLINE = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
 STRESS_ARMS = (*HEADLINE, "fp8_tensor_tis", "fp8_tensor_tis_calib")
 SEEDS = range(1, 5)  # configs/study.py EXTRA_SEEDS
@@ -432,7 +433,7 @@ def main(argv: list[str]) -> None:
             keys=("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg"),
             save=figs / "boundary.png",
         )
-    for phase in STRESS_PHASES:
+    for phase in SEARCH_PHASES:
         stress = {
             n.split("/", 1)[1]: a["dir"] for n, a in arms.items() if n.startswith(phase + "/")
         }
@@ -450,13 +451,13 @@ def main(argv: list[str]) -> None:
     )
     dumped = [n for n in arms if (arms[n]["dir"] / "ratios").is_dir()]
     uncalibrated = [n for n in dumped if n.endswith(("_tis", "_tis_e5m2"))]
-    stressed = [n for n in uncalibrated if n.startswith(STRESS_PHASES)]
+    searched = [n for n in uncalibrated if n.startswith(SEARCH_PHASES)]
     binned = probability_binned(arms, dumped, figs / "clip_by_probability_all.png")
     probability_binned(
-        arms, [n for n in uncalibrated if n not in stressed], figs / "clip_by_probability.png"
+        arms, [n for n in uncalibrated if n not in searched], figs / "clip_by_probability.png"
     )
-    if stressed:
-        probability_binned(arms, stressed, figs / "stress_clip_by_probability.png")
+    if searched:
+        probability_binned(arms, searched, figs / "search_clip_by_probability.png")
     distortion_bars(arms, figs / "distortion.png")
     rebound_chart(arms, figs / "rebound.png")
     text = "\n\n".join(
@@ -482,7 +483,7 @@ def main(argv: list[str]) -> None:
                         bf16=f"{phase}/bf16",
                     ),
                 )
-                for phase in STRESS_PHASES
+                for phase in SEARCH_PHASES
                 if any(n.startswith(phase + "/") for n in arms)
             ),
         ]

@@ -121,6 +121,6 @@ def test_cli_writes_tables_and_figures(results):
     assert f"| stress/fp8_tensor_tis | 1 | 4 {expected}" in noise
     # entropy jumps from 0.5 to 2.0 at step 8; its 10-step mean passes 0.75 at step 9
     assert "| 9 / 8 | 2.500 |" in tables  # rebound at step 12: (5 x 0.5 + 5 x 2.0) / 10 / 0.5
-    figures = ("training_dynamics", "distortion", "stress", "stress_clip_by_probability", "rebound")
+    figures = ("training_dynamics", "distortion", "stress", "search_clip_by_probability", "rebound")
     for fig in figures:
         assert (results / "figures" / f"{fig}.png").stat().st_size > 1000, fig
