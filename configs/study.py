@@ -18,6 +18,7 @@ Phases:
   stress_countdown  the stress arms on Countdown (configs/countdown.py, ~8-token answers).
   stress_dapo  the per-tensor stress arms and BF16 on Countdown under DAPO (no KL anchor).
   stress_seeds the stress arms without E5M2 on addition at seeds 1 and 2.
+  stress_large BF16 and per-tensor FP8 stress arms on Countdown with an 8x larger model.
   ladder       MX scaling with E4M3, E5M2 and E2M1 (FP4) forwards, with and without CalClip.
   ladder_countdown  the ladder in the stress setting on Countdown.
 Scale: the 0.1M-parameter model of configs/common.py, 16 prompts x 8 samples per step,
@@ -159,6 +160,24 @@ def ladder_arms() -> dict[str, dict]:
     }
 
 
+LARGE_MODEL = {  # 8x the parameters of configs/common.py's model (0.8M)
+    "model.d_model": 128,
+    "model.n_layers": 4,
+    "model.n_heads": 8,
+    "model.n_kv_heads": 4,
+    "model.d_ff": 384,
+}
+
+
+def stress_large_arms() -> dict[str, dict]:
+    """BF16 and per-tensor FP8 (with and without CalClip), stress setting, a larger model."""
+    return {
+        name: {**overrides, **LARGE_MODEL}
+        for name, overrides in stress_arms().items()
+        if name in ("bf16", "fp8_tensor_tis", "fp8_tensor_tis_calib")
+    }
+
+
 def stress_dapo_arms() -> dict[str, dict]:
     """The per-tensor stress arms (and BF16) under DAPO: no KL anchor, clip-higher 0.28."""
     return {
@@ -168,7 +187,14 @@ def stress_dapo_arms() -> dict[str, dict]:
     }
 
 
-STRESS_SETTING = ("stress", "stress_seeds", "stress_countdown", "stress_dapo", "ladder_countdown")
+STRESS_SETTING = (
+    "stress",
+    "stress_seeds",
+    "stress_countdown",
+    "stress_dapo",
+    "stress_large",
+    "ladder_countdown",
+)
 PHASES = {
     "granularity": granularity_arms,
     "headline": headline_arms,
@@ -180,6 +206,7 @@ PHASES = {
     "stress_countdown": stress_arms,
     "stress_dapo": stress_dapo_arms,
     "stress_seeds": stress_seed_arms,
+    "stress_large": stress_large_arms,
     "ladder": ladder_arms,
     "ladder_countdown": ladder_arms,
 }
@@ -189,7 +216,7 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     if phase not in PHASES:
         raise ValueError(f"study phase {phase!r}; allowed: {sorted(PHASES)}")
     c = ConfigDict()
-    countdown = phase in ("stress_countdown", "stress_dapo", "ladder_countdown")
+    countdown = phase in ("stress_countdown", "stress_dapo", "stress_large", "ladder_countdown")
     c.base = "configs/countdown.py" if countdown else "configs/grpo.py"
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
     c.seeds = {"headline": [0, 1, 2], "stress_seeds": [1, 2]}.get(phase, [])

@@ -39,11 +39,19 @@ PHASES = (
     "stress_countdown",
     "stress_dapo",
     "stress_seeds",
+    "stress_large",
     "ladder",
     "ladder_countdown",
 )
 # phases of the boundary search: one curve figure and one distortion table each
-SEARCH_PHASES = ("stress", "stress_countdown", "stress_dapo", "ladder", "ladder_countdown")
+SEARCH_PHASES = (
+    "stress",
+    "stress_countdown",
+    "stress_dapo",
+    "stress_large",
+    "ladder",
+    "ladder_countdown",
+)
 HEADLINE = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
 STRESS_ARMS = (*HEADLINE, "fp8_tensor_tis", "fp8_tensor_tis_calib")
 SEEDS = range(1, 5)  # configs/study.py EXTRA_SEEDS

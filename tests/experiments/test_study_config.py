@@ -33,7 +33,7 @@ def test_phase_arms_apply_to_their_base_config(phase):
     if phase in study.STRESS_SETTING:
         assert all(o["train.ppo_epochs"] * o["train.num_minibatches"] == 16 for o in arms.values())
         assert all(o["calibration.ema_beta"] == 0.0 for o in arms.values())
-    if phase in ("stress_countdown", "stress_dapo", "ladder_countdown"):
+    if phase in ("stress_countdown", "stress_dapo", "stress_large", "ladder_countdown"):
         assert _base_config(c.base).task.name == "countdown"
 
 
