@@ -27,6 +27,7 @@ from calclip_jax.analysis.surge import (
     detect_surge,
     max_rebound,
 )
+from configs.study import EXTRA_SEEDS
 
 _RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
 PHASES = (
@@ -54,11 +55,10 @@ SEARCH_PHASES = (
 )
 HEADLINE = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
 STRESS_ARMS = (*HEADLINE, "fp8_tensor_tis", "fp8_tensor_tis_calib")
-SEEDS = range(1, 5)  # configs/study.py EXTRA_SEEDS
 # group -> (arms, run names at seeds 0, 1, ... with the arm's name as "{}")
 SEED_RUNS = {
-    "GRPO": (HEADLINE, ("{}", *(f"{{}}__seed{s}" for s in SEEDS))),
-    "DAPO": (HEADLINE, ("dapo/dapo_{}", *(f"dapo_seeds/dapo_{{}}__seed{s}" for s in SEEDS))),
+    "GRPO": (HEADLINE, ("{}", *(f"{{}}__seed{s}" for s in EXTRA_SEEDS))),
+    "DAPO": (HEADLINE, ("dapo/dapo_{}", *(f"dapo_seeds/dapo_{{}}__seed{s}" for s in EXTRA_SEEDS))),
     "GRPO stress": (STRESS_ARMS, ("stress/{}", "stress_seeds/{}__seed1", "stress_seeds/{}__seed2")),
 }
 GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
@@ -247,8 +247,8 @@ def distortion_bars(arms: dict[str, dict], out: Path) -> None:
         strict=True,
     ):
         names, fp8, ref = [], [], []
-        for g in GRANULARITIES:
-            tis, cal = arms.get(f"fp8_{g}_tis"), arms.get(f"fp8_{g}_tis_calib")
+        for g, tis_name, cal_name in granularity_rows():
+            tis, cal = arms.get(tis_name), arms.get(cal_name)
             if tis and cal:
                 names.append(g)
                 fp8.append(100 * _mean(tis["cols"].get(key)))

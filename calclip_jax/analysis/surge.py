@@ -41,6 +41,19 @@ def trailing_mean(values: Sequence[float | None] | np.ndarray, window: int) -> n
     return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
+def _smoothed(
+    entropy: Sequence[float | None] | np.ndarray,
+    steps: Sequence[int] | np.ndarray | None,
+    window: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(trailing mean s_t, NaN where entropy is missing; 1-based step numbers t)."""
+    raw = _as_float(entropy)
+    t = np.arange(1, raw.size + 1) if steps is None else np.asarray(steps)
+    if t.shape != raw.shape:
+        raise ValueError(f"steps has shape {t.shape}, entropy has shape {raw.shape}")
+    return np.where(np.isfinite(raw), trailing_mean(raw, window), np.nan), t
+
+
 def running_min(entropy: Sequence[float | None] | np.ndarray) -> np.ndarray:
     """Running minimum over steps, NaN-skipping (NaN until the first finite value)."""
     x = _as_float(entropy)
@@ -60,11 +73,7 @@ def surge_mask(
     """Boolean mask of steps where smoothed entropy exceeds k x its running minimum (past the
     warmup; see the module docstring). steps: 1-based step numbers aligned with `entropy`;
     default 1..n."""
-    raw = _as_float(entropy)
-    x = np.where(np.isfinite(raw), trailing_mean(raw, window), np.nan)
-    t = np.arange(1, x.size + 1) if steps is None else np.asarray(steps)
-    if t.shape != x.shape:
-        raise ValueError(f"steps has shape {t.shape}, entropy has shape {x.shape}")
+    x, t = _smoothed(entropy, steps, window)
     m = running_min(x)
     with np.errstate(invalid="ignore"):
         return (x > k * m) & (t > warmup)
@@ -95,11 +104,7 @@ def max_rebound(
 ) -> float:
     """Largest ``s_t / m_t`` past the warmup: how close a run came to a surge (a surge is a
     rebound above k). 1.0 for entropy that only falls; NaN when nothing is past the warmup."""
-    raw = _as_float(entropy)
-    t = np.arange(1, raw.size + 1) if steps is None else np.asarray(steps)
-    if t.shape != raw.shape:
-        raise ValueError(f"steps has shape {t.shape}, entropy has shape {raw.shape}")
-    s = np.where(np.isfinite(raw), trailing_mean(raw, window), np.nan)
+    s, t = _smoothed(entropy, steps, window)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = s / running_min(s)
     r = r[(t > warmup) & np.isfinite(r)]
