@@ -2,9 +2,11 @@
 
 Run: ``python -m benchmarks.bench_calibration [--preset=small --batch=16 --steps=20]``.
 Measures, in one run and interleaved round by round (this machine is shared and noisy), the
-median step time with calibration off, every step (K=1) and every 20 steps (K=20). The paper
-pays two extra BF16 forwards per calibration; here one shadow forward runs in the step (the old
-policy's shadow log-probs are computed once per rollout batch, outside the step).
+median update time with calibration off, at every update (K=1: every RL step calibrates, and
+each of its updates after the first does) and at one update in 20 (K=20 with one update per
+RL step after the first, the rarest schedule). The paper pays two extra BF16 forwards per
+calibration; here one shadow forward runs in the step (the old policy's shadow log-probs are
+computed per minibatch in a calibrating RL step, outside the step, and not timed here).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from calclip_jax.train import (
     init_variables,
     make_optimizer,
     make_train_step,
+    step_flags,
 )
 
 _PRESET = flags.DEFINE_string("preset", "small", "Model preset.")
@@ -76,16 +79,19 @@ def main(argv: list[str]) -> None:
         tx = make_optimizer(cfg.optim)
         state = create_train_state(params, meta, tx, rl.eps_low, rl.eps_high)
         step = jax.jit(make_train_step(model_cfg, cfg, tx), donate_argnums=0)
-        batch = PPOUpdater(model_cfg, cfg, step).prepare(state, rollout)
-        state, m = step(state, batch)  # compile
+        updater = PPOUpdater(model_cfg, cfg, step, num_minibatches=1)
+        batch = updater.prepare(state, rollout, [np.arange(_BATCH.value)], calib.enabled)[0]
+        state, m = step(state, batch, step_flags(True, False))  # compile; leaves theta_old
+        state, m = step(state, batch, step_flags(False, calib.enabled))  # compile
         jax.block_until_ready(m)
         runners[name] = [state, step, batch, []]
     for _ in range(_ROUNDS.value):
-        for run in runners.values():
+        for name, run in runners.items():
             state, step, batch, times = run
             start = time.perf_counter()
-            for _ in range(_STEPS.value):
-                state, m = step(state, batch)
+            for i in range(_STEPS.value):
+                due = name == "K=1" or (name == "K=20" and i % 20 == 0)
+                state, m = step(state, batch, step_flags(False, due))
             jax.block_until_ready(m)
             times.append((time.perf_counter() - start) / _STEPS.value)
             run[0] = state

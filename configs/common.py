@@ -43,9 +43,9 @@ def base_config() -> ConfigDict:
     c.rollout.prompts_per_step = 16  # prompts per RL step (B)
     c.rollout.samples_per_prompt = 8  # group size G
     c.rollout.max_new_tokens = 8  # response length cap
-    c.rollout.temperature = 1.0  # sampling temperature (log-probs are of the untempered policy)
-    c.rollout.top_k = 0  # 0 = off
-    c.rollout.top_p = 1.0  # 1.0 = off
+    c.rollout.temperature = 1.0  # sampling temperature > 0; the trainer's log-probs use it too
+    c.rollout.top_k = 0  # 0 = off (needs correction.mode=none: the trainer can't truncate)
+    c.rollout.top_p = 1.0  # 1.0 = off (same)
     c.rollout.max_refill_rounds = 4  # DAPO dynamic sampling: extra rollout rounds to refill
 
     c.train = ConfigDict()
@@ -76,7 +76,7 @@ def base_config() -> ConfigDict:
 
     c.calibration = ConfigDict()
     c.calibration.enabled = False  # Calibrated Clipping on/off
-    c.calibration.period = 1  # recalibrate every K train steps
+    c.calibration.period = 1  # calibrate in every K-th RL step (rollout batch)
     c.calibration.ema_beta = 0.0  # EMA of the bounds (0 = none; 0.5 under-corrects at K=1)
     c.calibration.upper_rule = "balance"  # balance | quantile | scaled | fixed
     c.calibration.upper_max = 0.0  # cap of the upper bound; 0 -> 1 + 2 * eps_high

@@ -311,6 +311,51 @@ def noise_table(arms: dict[str, dict], names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def composition_table(arms: dict[str, dict]) -> str:
+    """The batch-composition effect, apart from the precision noise. Composition: old log-probs
+    of the same parameters in the same precision, computed on the whole rollout batch vs on the
+    minibatches the updates see (`composition_*` metrics, at ratio-dump steps); the shares are
+    the A<0 / A>0 tokens such whole-batch old log-probs would clip at the first update, where
+    the ratio is 1. Precision noise: d = log r_FP8 - log r_BF16-shadow on the dumped tokens.
+    Arms whose composition effect is exactly 0 in every dump share one row."""
+    lines = [
+        "| arm | trainer | dumps | composition std / max abs dlogp | composition-clipped at "
+        "update 0, A<0 / A>0 | precision noise std d, A<0 / A>0 |",
+        "|---|---|---|---|---|---|",
+    ]
+    invariant = []
+    for name, arm in arms.items():
+        c = arm["cols"]
+        std = c.get("composition_logp_std")
+        if std is None or not np.isfinite(std).any():
+            continue
+        peak = c.get("composition_logp_max")
+        peak = float(np.nanmax(peak)) if peak is not None else math.nan
+        if peak == 0.0:
+            invariant.append(name)
+            continue
+        noise = "-"
+        tok = pooled_tokens(load_dumps(arm["dir"]))
+        if "noise" in tok:
+            ok = np.isfinite(tok["noise"])
+            d, adv = tok["noise"][ok], tok["advantages"][ok]
+            noise = " / ".join(f"{d[s].std():.3f}" if s.any() else "-" for s in (adv < 0, adv > 0))
+        precision = str(M.config_value(arm["config"], "train.precision", ""))
+        fmt = str(M.config_value(arm["config"], "train.fwd_format", "") or "")
+        lines.append(
+            f"| {name} | {precision}{f' ({fmt})' if fmt else ''} | {int(np.isfinite(std).sum())} "
+            f"| {_mean(std):.4f} / {peak:.3f} | "
+            f"{_fmt(_mean(c.get('composition_clip_lower_neg')), True)} / "
+            f"{_fmt(_mean(c.get('composition_clip_upper_pos')), True)} | {noise} |"
+        )
+    if invariant:
+        lines.append(
+            f"| {len(invariant)} other arms (BF16, channel, block, MX, delayed after its first "
+            "step) | - | - | 0 / 0 (exactly) | 0 / 0 | see the noise table |"
+        )
+    return "\n".join(lines)
+
+
 def _precision_label(config: dict) -> str:
     """bf16 | fp8 | e5m2 | fp4: the trainer's forward precision family."""
     precision = str(M.config_value(config, "train.precision", ""))
@@ -476,6 +521,8 @@ def main(argv: list[str]) -> None:
             binned,
             "## Precision noise of the ratio (ratio dumps, same tokens)",
             noise_table(arms, dumped),
+            "## Batch composition vs precision noise (old log-probs, whole batch vs minibatch)",
+            composition_table(arms),
             "## Training dynamics",
             dynamics_table(arms),
             "## Seeds",

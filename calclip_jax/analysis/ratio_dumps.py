@@ -2,7 +2,10 @@
 
 A dump holds, for every token of one rollout batch after its updates: `ratio` (trainer
 precision), `ratio_ref` (BF16 shadow), `advantages` ([B] or [B, T]), `mask` ([B, T]) and
-`old_prob`. The precision noise of a token is ``d = log ratio - log ratio_ref``: how far the
+`old_prob`, all on the whole batch (old and new log-probs under the same composition); runs
+since the composition fix also hold `old_logp_full` (the trainer's old log-probs on the whole
+batch) and `old_logp_minibatch` (on the first epoch's minibatches, what the updates used). The
+precision noise of a token is ``d = log ratio - log ratio_ref``: how far the
 trainer's ratio is from what BF16 forwards of the same parameters give.
 """
 

@@ -2,7 +2,9 @@
 
 The scale used at step t comes only from the history *before* t; the amax observed at t is then
 pushed into the history (``update_history``). An empty history (all zeros, e.g. the first step)
-falls back to ``fallback_amax`` (the current amax) if given, else to scale 1.
+falls back to ``fallback_amax`` (the current amax) if given, else to scale 1. Scales come from
+``quantize.compute_scale``: finite for any finite amax and margin (clamped to the float32 max, not
+inf), NaN for a non-finite fallback amax.
 """
 
 from __future__ import annotations

@@ -8,7 +8,11 @@ Scale shapes:
 - "block": the last two dims replaced by ``ceil(dim / block)``; ragged edge blocks are partial.
 - "mx": blocks of 32 along ``axis``; that axis becomes ``ceil(n / 32)``; scales are exact powers
   of two (E8M0), rounded *up* so a block's amax never saturates.
-All-zero groups get scale 1 and give zeros back.
+All-zero groups get scale 1 and give zeros back. Scales are computed as ``amax / fmt_max *
+2**margin`` clamped to the largest finite float32 (no inf scale, even for amax near f32 max).
+A group whose amax is inf or NaN (the source, or for a given ``scale``, the current ``x``) gets a
+NaN scale: the whole group dequantizes to NaN instead of saturating, so an overflow upstream is
+never hidden from the train step's non-finite check.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from calclip_jax.fp8.formats import (
 )
 
 GRANULARITIES = ("tensor", "channel", "block", "mx")
+F32_MAX = float(jnp.finfo(jnp.float32).max)
 MX_BLOCK = 32
 DEFAULT_BLOCK_SHAPE = (128, 128)
 
@@ -108,15 +113,22 @@ def expand_scale(
 def compute_scale(
     amax: jnp.ndarray, fmt: Any, *, margin: float = 0.0, pow2_scale: bool = False
 ) -> jnp.ndarray:
-    """Scale mapping ``amax`` to the format max (times ``2**margin``); 1 for all-zero groups."""
-    amax = amax.astype(jnp.float32)
-    scale = amax * (2.0**margin) / fmt_max(fmt)
-    scale = jnp.maximum(scale, 2.0**MIN_SCALE_EXP)
+    """Scale mapping ``amax`` to the format max (times ``2**margin``), finite for finite amax;
+    1 for all-zero groups, NaN where amax is inf or NaN."""
+    amax = jnp.asarray(amax, jnp.float32)
+    # Divide first, then clamp: amax * 2**margin alone overflows for amax > f32 max / 2**margin.
+    scale = amax / fmt_max(fmt) * (2.0**margin)
+    scale = jnp.clip(scale, 2.0**MIN_SCALE_EXP, F32_MAX)
     if pow2_scale:
         # Cap so that fmt_max * scale stays finite in float32 (matters only near f32 max).
         scale = round_scale_pow2(scale, max_scale_exp(fmt))
-    ok = (amax > 0) & jnp.isfinite(amax)
-    return jnp.where(ok, scale, jnp.ones_like(scale))
+    scale = jnp.where(amax > 0, scale, jnp.ones_like(scale))
+    return poison_nonfinite(scale, amax)
+
+
+def poison_nonfinite(scale: jnp.ndarray, amax: jnp.ndarray) -> jnp.ndarray:
+    """``scale`` where ``amax`` is finite, NaN elsewhere (broadcast to amax's shape)."""
+    return jnp.where(jnp.isfinite(amax), scale, jnp.float32(jnp.nan))
 
 
 def quantize(
@@ -143,10 +155,12 @@ def quantize(
 @functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
 def _quantize(x, scale, dtype, granularity, axis, block_shape, pow2_scale, margin):
     # One compiled computation per config and shape (cheap eager calls; inlined under jit).
+    amax = _amax(x, granularity, axis, block_shape)
     if scale is None:
-        amax = _amax(x, granularity, axis, block_shape)
         pow2 = pow2_scale or granularity == "mx"
         scale = compute_scale(amax, dtype, margin=margin, pow2_scale=pow2)
+    else:  # a given (delayed) scale would saturate inf / NaN inputs into finite values
+        scale = poison_nonfinite(jnp.asarray(scale, jnp.float32), amax)
     scale = jnp.asarray(scale, jnp.float32)
     full = expand_scale(scale, x.shape, granularity, axis, block_shape)
     limit = fmt_max(dtype)

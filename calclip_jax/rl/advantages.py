@@ -37,10 +37,18 @@ def grpo_advantages(
     return centered_BG.reshape(-1)
 
 
-def dynamic_sampling_keep(rewards_N: jax.Array, group_size: int) -> jax.Array:
-    """DAPO dynamic sampling: bool [N], True for samples of groups with unequal rewards."""
-    r_BG = _grouped(jnp.asarray(rewards_N), group_size)
-    keep_B = jnp.max(r_BG, axis=1) > jnp.min(r_BG, axis=1)
+def dynamic_sampling_keep(correct_N: jax.Array, group_size: int) -> jax.Array:
+    """DAPO dynamic sampling: bool [N], True for samples of groups with 0 < #correct < G.
+
+    `correct_N` is the verifier's correctness (bool or 0/1 ints), not the (shaped) reward: the
+    DAPO paper keeps a prompt iff 0 < |{o_i : is_equivalent(a, o_i)}| < G, so partial credit or
+    length shaping that differs within an all-wrong / all-right group does not make it kept.
+    """
+    correct_N = jnp.asarray(correct_N)
+    if jnp.issubdtype(correct_N.dtype, jnp.floating):
+        raise TypeError(f"expected bool correctness, got {correct_N.dtype} (rewards?)")
+    n_correct_B = jnp.sum(_grouped(correct_N.astype(bool), group_size), axis=1)
+    keep_B = (n_correct_B > 0) & (n_correct_B < group_size)
     return jnp.repeat(keep_B, group_size)
 
 

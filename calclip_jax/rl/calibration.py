@@ -41,12 +41,14 @@ SOLVERS = ("auto", "sort", "bisect")
 
 @dataclasses.dataclass(frozen=True)
 class CalibrationConfig:
-    """Knobs of Calibrated Clipping for the train step (which owns the period / EMA logic)."""
+    """Knobs of Calibrated Clipping. The period counts RL steps: RL steps 1, 1 + period, ...
+    calibrate, at every update of their batch where theta != theta_old (all but the first; see
+    `train/step.py`), each smoothing its bounds into the state."""
 
     enabled: bool = False  # off: static bounds, no shadow forwards
     upper_rule: str = "balance"  # one of UPPER_RULES
-    period: int = 20  # recalibrate every `period` steps (1 = every step; 20 as in the paper)
-    ema_beta: float = 0.5  # bounds <- beta * old + (1 - beta) * new at each recalibration
+    period: int = 20  # calibrate in every `period`-th RL step (rollout batch); 20 as in the paper
+    ema_beta: float = 0.5  # bounds <- beta * old + (1 - beta) * new at each calibrating update
     upper_max: float | None = None  # cap on the upper bound; None -> 1 + 2 * eps_high
     solver: str = "auto"  # order statistics / balance solve: auto | sort | bisect
     shadow_precision: str = "bf16"  # precision preset name of the reference (shadow) forwards

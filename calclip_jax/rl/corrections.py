@@ -1,23 +1,40 @@
-"""Rollout-trainer mismatch corrections: TIS, MIS (IcePop masking), geometric rejection.
+"""Rollout-trainer mismatch corrections: truncated / masked IS and geometric rejection.
 
-rho_t = exp(old_logp_trainer - rollout_logp) per valid token. Modes (`CorrectionConfig.mode`):
-  none        weight 1
-  token_tis   min(rho_t, tis_cap)
-  seq_tis     min(prod_t rho_t, tis_cap), broadcast over the sequence
-  token_mis   1 if mis_low <= rho_t <= mis_high else 0
-  seq_mis     1 if mis_low <= prod_t rho_t <= mis_high else 0 (whole sequence)
-  geo_reject  1 if 1 - geo_delta <= (prod_t rho_t)^(1/T) <= 1 + geo_delta else 0 (whole sequence)
-Weights are stop-gradient, float32 [B, T], 0 on masked positions. Products are formed in log
-space (no overflow). Sequences without valid tokens have prod = 1.
+Definitions follow verl's rollout correction (`verl/trainer/ppo/rollout_corr_helper.py`,
+`compute_rollout_correction_and_rejection_mask`, with its `rollout_is` truncated weights and its
+`rollout_rs` rejection masks; docs/algo/rollout_corr_math.md). Per valid token
+log rho_t = old_logp_trainer - rollout_logp; every exponent is clamped to +-LOG_RATIO_CLAMP (20,
+verl's SAFETY_BOUND) first. S = sum_t log rho_t, Gm = S / n_valid (both over valid tokens).
+
+  mode        weight on kept tokens           kept (valid and ...)         verl equivalent
+  none        1                               all                          off
+  token_tis   min(e^log rho_t, tis_cap)       all                          rollout_is="token"
+  seq_tis     min(e^S, tis_cap)               all                          rollout_is="sequence"
+  token_mis   rho_t = e^log rho_t             mis_low <= rho_t <= mis_high  IS "token" + RS "token"
+  seq_mis     e^S                             mis_low <= e^S <= mis_high    Seq-MIS: IS "sequence"
+                                                                            + RS "sequence"
+  geo_reject  1 (pure rejection, no IS)       1-d <= e^Gm <= 1+d            Geo-RS: RS "geometric"
+
+MIS is verl's "mask" mode (PR #3915 on): kept tokens keep their (untruncated) ratio and rejected
+tokens leave the response mask, hence the loss denominator, rather than being weighted 0. The
+MIS weights equal verl's IS+RS presets whenever its IS threshold is >= mis_high (then its
+truncation never binds on kept tokens). token_mis is IcePop's M(k) = k on [alpha, beta]; IcePop's
+paper writes the loss over all |y_i| tokens, we follow verl and drop the rejected ones. Geo-RS:
+verl uses no IS weight (`rollout_is=None`); its lower threshold is configurable, ours is 1 - d.
+
+Weights are stop-gradient float32 [B, T], 0 outside `keep`. Pass `keep` as the loss mask.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from calclip_jax.rl.losses import LOG_RATIO_CLAMP
 
 MODES = ("none", "token_tis", "seq_tis", "token_mis", "seq_mis", "geo_reject")
 
@@ -26,8 +43,8 @@ MODES = ("none", "token_tis", "seq_tis", "token_mis", "seq_mis", "geo_reject")
 class CorrectionConfig:
     mode: str = "none"  # one of MODES
     tis_cap: float = 2.0  # C of token/sequence TIS; also the threshold of tis_trunc_frac
-    mis_low: float = 0.5  # IcePop lower bound alpha
-    mis_high: float = 5.0  # IcePop upper bound beta
+    mis_low: float = 0.5  # MIS lower bound (IcePop alpha)
+    mis_high: float = 5.0  # MIS upper bound (IcePop beta)
     geo_delta: float = 0.01  # geometric rejection half-width d
 
     def __post_init__(self) -> None:
@@ -46,47 +63,62 @@ class CorrectionConfig:
         return dataclasses.asdict(self)
 
 
+def _safe_exp(log_x: jax.Array) -> jax.Array:
+    return jnp.exp(jnp.clip(log_x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+
+
+def _inside(x: jax.Array, low: float, high: float) -> jax.Array:
+    return (x >= low) & (x <= high)
+
+
 def mismatch_weights(
     old_logp_BT: jax.Array,
     rollout_logp_BT: jax.Array,
     mask_BT: jax.Array,
     config: CorrectionConfig,
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Importance weights [B, T] for `config.mode` and metrics.
+) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
+    """(weights_BT, keep_BT, aux) for `config.mode`; see the module docstring.
 
-    aux: tis_trunc_frac (share of valid tokens with rho > tis_cap, whatever the mode),
-    is_zero_frac (share of valid tokens given weight 0), is_weight_mean (over valid tokens).
+    keep_BT: bool [B, T], the valid tokens the loss keeps (== mask for none / *_tis).
+    aux (over valid tokens): tis_trunc_frac (share with rho_t > tis_cap, whatever the mode),
+    is_reject_frac (share dropped), is_zero_frac (share with weight 0: the dropped ones, as kept
+    weights are >= e^-20), is_weight_mean (mean weight over kept tokens).
     """
     valid_BT = mask_BT.astype(bool)
     log_rho_BT = jnp.where(valid_BT, old_logp_BT - rollout_logp_BT, 0.0).astype(jnp.float32)
     log_rho_BT = lax.stop_gradient(log_rho_BT)
-    rho_BT = jnp.exp(log_rho_BT)
-    seq_log_rho_B1 = jnp.sum(log_rho_BT, axis=-1, keepdims=True)
+    rho_BT = _safe_exp(log_rho_BT)
+    seq_log_B1 = jnp.sum(log_rho_BT, axis=-1, keepdims=True)
+    shape = rho_BT.shape
+    accept_BT = jnp.ones(shape, bool)
     mode = config.mode
     if mode == "none":
-        w_BT = jnp.ones_like(rho_BT)
+        w_BT = jnp.ones(shape, jnp.float32)
     elif mode == "token_tis":
         w_BT = jnp.minimum(rho_BT, config.tis_cap)
     elif mode == "seq_tis":
-        w_B1 = jnp.exp(jnp.minimum(seq_log_rho_B1, jnp.log(config.tis_cap)))
-        w_BT = jnp.broadcast_to(w_B1, rho_BT.shape)
+        w_BT = jnp.broadcast_to(jnp.minimum(_safe_exp(seq_log_B1), config.tis_cap), shape)
     elif mode == "token_mis":
-        w_BT = ((rho_BT >= config.mis_low) & (rho_BT <= config.mis_high)).astype(jnp.float32)
+        w_BT = rho_BT
+        accept_BT = _inside(rho_BT, config.mis_low, config.mis_high)
     elif mode == "seq_mis":
-        inside_B1 = (seq_log_rho_B1 >= jnp.log(config.mis_low)) & (
-            seq_log_rho_B1 <= jnp.log(config.mis_high)
-        )
-        w_BT = jnp.broadcast_to(inside_B1, rho_BT.shape).astype(jnp.float32)
+        seq_rho_B1 = _safe_exp(seq_log_B1)
+        w_BT = jnp.broadcast_to(seq_rho_B1, shape)
+        accept_BT = jnp.broadcast_to(_inside(seq_rho_B1, config.mis_low, config.mis_high), shape)
     else:  # geo_reject
         n_B1 = jnp.maximum(jnp.sum(valid_BT, axis=-1, keepdims=True), 1)
-        geo_B1 = jnp.exp(seq_log_rho_B1 / n_B1)
-        inside_B1 = jnp.abs(geo_B1 - 1.0) <= config.geo_delta
-        w_BT = jnp.broadcast_to(inside_B1, rho_BT.shape).astype(jnp.float32)
-    w_BT = jnp.where(valid_BT, w_BT, 0.0)
+        geo_B1 = _safe_exp(seq_log_B1 / n_B1)
+        low = 1.0 - config.geo_delta if config.geo_delta < 1.0 else -math.inf
+        w_BT = jnp.ones(shape, jnp.float32)
+        accept_BT = jnp.broadcast_to(_inside(geo_B1, low, 1.0 + config.geo_delta), shape)
+    keep_BT = valid_BT & accept_BT
+    w_BT = lax.stop_gradient(jnp.where(keep_BT, w_BT, 0.0))
     n_valid = jnp.maximum(jnp.sum(valid_BT), 1).astype(jnp.float32)
+    n_keep = jnp.maximum(jnp.sum(keep_BT), 1).astype(jnp.float32)
     aux = {
         "tis_trunc_frac": jnp.sum(valid_BT & (rho_BT > config.tis_cap)) / n_valid,
+        "is_reject_frac": jnp.sum(valid_BT & ~keep_BT) / n_valid,
         "is_zero_frac": jnp.sum(valid_BT & (w_BT == 0.0)) / n_valid,
-        "is_weight_mean": jnp.sum(w_BT) / n_valid,
+        "is_weight_mean": jnp.sum(w_BT) / n_keep,
     }
-    return lax.stop_gradient(w_BT), aux
+    return w_BT, keep_BT, aux

@@ -21,6 +21,7 @@ Present when their inputs are given:
   tis_trunc_frac = share of valid tokens with rho > tis_cap
   kl_ref = mean k3(pi || pi_ref) = mean exp(ref - logp) - (ref - logp) - 1
 All means are over valid (mask = 1) tokens; empty sets give 0 for fractions and means.
+Every log-ratio is clamped to +-LOG_RATIO_CLAMP (20) before exp, as in the loss.
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from calclip_jax.rl.losses import broadcast_advantages, kl_penalty
+from calclip_jax.rl.losses import (
+    LOG_RATIO_CLAMP,
+    broadcast_advantages,
+    check_dual_clip,
+    clamped_ratio,
+    kl_penalty,
+)
 from calclip_jax.rl.quantile import masked_quantile
 
 QUANTILES = (("p01", 0.01), ("p05", 0.05), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
@@ -66,7 +73,7 @@ def rl_diagnostics(
     valid_BT = mask_BT.astype(bool)
     adv_BT = broadcast_advantages(advantages, logp_BT.shape)
     neg_BT, pos_BT = valid_BT & (adv_BT < 0), valid_BT & (adv_BT > 0)
-    ratio_BT = jnp.exp(jnp.where(valid_BT, logp_BT - old_logp_BT, 0.0))
+    ratio_BT = clamped_ratio(logp_BT, old_logp_BT, valid_BT)
     lower, upper = (jnp.asarray(b, jnp.float32) for b in bounds)
     out: dict[str, jax.Array] = {"clip_lower": lower, "clip_upper": upper}
     if entropy is not None:
@@ -79,6 +86,7 @@ def rl_diagnostics(
         out["clip_frac_lower_neg_ref"] = _frac(ratio_ref_BT < ref_lower, neg_BT)
         out["clip_frac_upper_pos_ref"] = _frac(ratio_ref_BT > ref_upper, pos_BT)
     dead_neg_BT = ratio_BT < lower
+    dual_clip_c = check_dual_clip(dual_clip_c)
     if dual_clip_c is not None:
         dead_neg_BT = dead_neg_BT | (ratio_BT > dual_clip_c)
     dead_pos_BT = ratio_BT > upper
@@ -94,12 +102,13 @@ def rl_diagnostics(
             out[f"ratio_{sign}_{name}"] = values[i]
     if rollout_logp_BT is not None:
         diff_BT = jnp.where(valid_BT, old_logp_BT - rollout_logp_BT, 0.0)
-        out["mismatch_k3"] = _mean(jnp.expm1(diff_BT) - diff_BT, valid_BT)
+        safe_BT = jnp.clip(diff_BT, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+        out["mismatch_k3"] = _mean(jnp.expm1(safe_BT) - safe_BT, valid_BT)
         out["mismatch_logp_abs"] = _mean(jnp.abs(diff_BT), valid_BT)
-        out["token_mult_prob_error"] = _mean(jnp.exp(jnp.abs(diff_BT)), valid_BT)
+        out["token_mult_prob_error"] = _mean(jnp.exp(jnp.abs(safe_BT)), valid_BT)
         prob_diff_BT = jnp.abs(jnp.exp(old_logp_BT) - jnp.exp(rollout_logp_BT))
         out["max_prob_diff"] = jnp.max(jnp.where(valid_BT, prob_diff_BT, 0.0))
-        out["tis_trunc_frac"] = _frac(jnp.exp(diff_BT) > tis_cap, valid_BT)
+        out["tis_trunc_frac"] = _frac(jnp.exp(safe_BT) > tis_cap, valid_BT)
     if ref_logp_BT is not None:
         ref_BT = jnp.where(valid_BT, lax.stop_gradient(ref_logp_BT), logp_BT)
         out["kl_ref"] = _mean(kl_penalty(logp_BT, ref_BT, "k3"), valid_BT)

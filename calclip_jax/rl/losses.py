@@ -1,7 +1,8 @@
 """PPO-clip policy loss (GRPO/DAPO), dual-clip, importance weights, KL to a reference policy.
 
-Per valid token t (mask_BT = 1), r_t = exp(logp - old_logp):
-  pg_t = max(-A r_t, -A clip(r_t, lower, upper)); dual-clip (A < 0): pg_t = min(pg_t, -c A);
+Per valid token t (mask_BT = 1), r_t = exp(clip(logp - old_logp, -20, 20)) (`clamped_ratio`, the
++-LOG_RATIO_CLAMP bound of verl / Tunix: a runaway log-ratio gives a finite loss and gradient):
+  pg_t = max(-A r_t, -A clip(r_t, lower, upper)); dual-clip (A < 0, c > 1): pg_t = min(pg_t, -c A);
   pg_t *= stop_grad(is_weights_t); loss = agg(pg) + kl_beta * agg(kl_t).
 lower = 1 - eps_low, upper = 1 + eps_high (or `bounds=(lower, upper)`); all may be traced.
 Aggregations (`agg`):
@@ -19,6 +20,30 @@ from jax import lax
 
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
 KL_ESTIMATORS = ("k1", "k2", "k3")
+LOG_RATIO_CLAMP = 20.0  # |log-ratio| bound before any exp (verl's SAFETY_BOUND)
+
+
+def clamped_ratio(logp: jax.Array, base: jax.Array, mask: jax.Array) -> jax.Array:
+    """exp(clip(logp - base, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)) where mask, 1 elsewhere (the
+    gradient is 0 where the clamp binds and at masked positions; never NaN from garbage there)."""
+    log_ratio = jnp.where(mask.astype(bool), logp - base, 0.0)
+    return jnp.exp(jnp.clip(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+
+
+def check_dual_clip(c: float | None) -> float | None:
+    """Dual-clip constant: None or 0 mean off (None returned); otherwise it must exceed 1 (c <= 1
+    would cap every A < 0 token at a loss below the unclipped one and zero its gradient)."""
+    if c is None:
+        return None
+    try:
+        value = float(c)
+    except jax.errors.ConcretizationTypeError:  # traced: cannot be checked here
+        return c
+    if value == 0.0:
+        return None
+    if not value > 1.0:
+        raise ValueError(f"dual_clip_c must be > 1, or 0 / None for off; got {c}")
+    return value
 
 
 def aggregate(x_BT: jax.Array, mask_BT: jax.Array, agg: str) -> jax.Array:
@@ -41,21 +66,24 @@ def aggregate(x_BT: jax.Array, mask_BT: jax.Array, agg: str) -> jax.Array:
 
 def kl_penalty(logp_BT: jax.Array, ref_logp_BT: jax.Array, estimator: str = "k3") -> jax.Array:
     """Per-token KL(pi || pi_ref) estimate on sampled tokens: k1 = logp - ref,
-    k2 = (logp - ref)^2 / 2, k3 = exp(ref - logp) - (ref - logp) - 1."""
+    k2 = (logp - ref)^2 / 2, k3 = exp(x) - x - 1 with x = clip(ref - logp, +-LOG_RATIO_CLAMP)."""
     log_ratio_BT = ref_logp_BT - logp_BT
     if estimator == "k1":
         return -log_ratio_BT
     if estimator == "k2":
         return 0.5 * log_ratio_BT**2
     if estimator == "k3":
-        return jnp.expm1(log_ratio_BT) - log_ratio_BT
+        x_BT = jnp.clip(log_ratio_BT, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+        return jnp.expm1(x_BT) - x_BT
     raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
 
 
 def broadcast_advantages(advantages: jax.Array, shape_BT: tuple[int, ...]) -> jax.Array:
-    """Advantages [B] (per sequence) or [B, T] (per token) -> [B, T] float32."""
+    """Advantages to the mask's shape, float32: already that shape (per token, e.g. flat [N] with
+    mask [N] or [B, T]) -> unchanged; [B] (per sequence) with a [B, T] mask -> broadcast over T."""
     adv = jnp.asarray(advantages, jnp.float32)
-    if adv.ndim == 1:
+    shape_BT = tuple(shape_BT)
+    if adv.shape != shape_BT and adv.ndim == 1 and len(shape_BT) == 2:
         adv = adv[:, None]
     return jnp.broadcast_to(adv, shape_BT)
 
@@ -80,14 +108,15 @@ def ppo_policy_loss(
 
     aux: pg_loss, clip_frac (valid tokens whose clipped branch is active), ratio_BT (stop-grad),
     and kl_loss (aggregated KL term, before kl_beta) when `ref_logp` is given.
-    Masked positions never produce NaN.
+    Masked positions never produce NaN. `dual_clip_c`: None / 0 = off, else > 1 (ValueError).
     """
     if agg not in AGGREGATIONS:
         raise ValueError(f"agg must be one of {AGGREGATIONS}, got {agg!r}")
+    dual_clip_c = check_dual_clip(dual_clip_c)
     valid_BT = mask.astype(bool)
     lower, upper = (1.0 - eps_low, 1.0 + eps_high) if bounds is None else bounds
     adv_BT = broadcast_advantages(advantages, logp.shape)
-    ratio_BT = jnp.exp(jnp.where(valid_BT, logp - old_logp, 0.0))
+    ratio_BT = clamped_ratio(logp, old_logp, valid_BT)
     pg_unclipped_BT = -adv_BT * ratio_BT
     pg_clipped_BT = -adv_BT * jnp.clip(ratio_BT, lower, upper)
     pg_BT = jnp.maximum(pg_unclipped_BT, pg_clipped_BT)

@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any
 
 from calclip_jax.rl.corrections import CorrectionConfig
-from calclip_jax.rl.losses import AGGREGATIONS, KL_ESTIMATORS
+from calclip_jax.rl.losses import AGGREGATIONS, KL_ESTIMATORS, check_dual_clip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,12 +19,12 @@ class RLPreset:
     agg: str = "token-mean"  # one of losses.AGGREGATIONS
     eps_low: float = 0.2  # lower clip 1 - eps_low
     eps_high: float = 0.2  # upper clip 1 + eps_high
-    dual_clip_c: float | None = None  # dual-clip constant for A < 0 (None = off)
+    dual_clip_c: float | None = None  # dual-clip constant for A < 0: > 1, or None / 0 = off
     kl_beta: float = 0.0  # KL-to-reference coefficient (0 = no reference forward)
     kl_estimator: str = "k3"  # one of losses.KL_ESTIMATORS
     adv_normalize_std: bool = True  # GRPO: divide by the group std
     adv_eps: float = 1e-6  # added to the group std
-    dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal
+    dynamic_sampling: bool = False  # DAPO: drop groups all correct or all wrong
     overlong_shaping: bool = False  # DAPO soft overlong punishment
     overlong_max_len: int = 20480  # L_max (DAPO paper); set to the run's max response length
     overlong_cache_len: int = 4096  # L_cache (DAPO paper)
@@ -43,6 +43,8 @@ class RLPreset:
             raise ValueError(
                 f"need 0 < eps_low < 1 and eps_high > 0, got {self.eps_low}, {self.eps_high}"
             )
+        # c <= 1 would zero every A < 0 gradient; 0 (the config files' "off") becomes None
+        object.__setattr__(self, "dual_clip_c", check_dual_clip(self.dual_clip_c))
         if isinstance(self.correction, dict):
             object.__setattr__(self, "correction", CorrectionConfig(**self.correction))
 

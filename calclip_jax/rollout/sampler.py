@@ -14,7 +14,7 @@ from calclip_jax.model.forward import positions_from_mask
 from calclip_jax.model.kv_cache import init_cache
 from calclip_jax.model.transformer import Transformer
 from calclip_jax.rollout.batch import RolloutBatch
-from calclip_jax.rollout.sampling import draw
+from calclip_jax.rollout.sampling import draw_with_logp
 from calclip_jax.rollout.weight_sync import sync_weights
 
 
@@ -38,10 +38,12 @@ def sample(
 ) -> RolloutBatch:
     """Samples `num_samples` continuations of each left-padded prompt (rows i*G .. i*G+G-1).
 
-    `params` are the trainer's master weights; they are quantized here once per call per the
-    rollout `policy` (weight sync). Decoding stops at EOS per row, or when every row is done, or
-    after `max_new_tokens`. `use_cache=False` recomputes the full sequence each step (reference
-    and benchmark baseline). Prompts must be left-padded (prompt_mask_BP = 1 on real tokens).
+    `rollout_logp` is the log-prob of each drawn token under the distribution it was drawn from
+    (logits / temperature, top-k / top-p applied). `params` are the trainer's master weights;
+    they are quantized here once per call per the rollout `policy` (weight sync). Decoding
+    stops at EOS per row, or when every row is done, or after `max_new_tokens`.
+    `use_cache=False` recomputes the full sequence each step (reference and benchmark
+    baseline). Prompts must be left-padded (prompt_mask_BP = 1 on real tokens).
     """
     if policy.any_delayed and fp8_meta is None:
         raise ValueError("a policy with delayed scaling needs fp8_meta (the trainer's amax state)")
@@ -133,9 +135,7 @@ def _sample_jit(
     def body(state):
         step, rng, tokens_BT, mask_BT, logp_BT, done_B, last_BV, cache = state
         rng, key = jax.random.split(rng)
-        tok_B = draw(key, last_BV, temperature, top_k, top_p)
-        logz_BV = jax.nn.log_softmax(last_BV, axis=-1)
-        lp_B = jnp.take_along_axis(logz_BV, tok_B[:, None], axis=-1)[:, 0]
+        tok_B, lp_B = draw_with_logp(key, last_BV, temperature, top_k, top_p)
         live_B = ~done_B
         tok_B = jnp.where(live_B, tok_B, pad_id)
         col = p + step

@@ -25,11 +25,33 @@ def filter_logits(logits_BV: jax.Array, top_k: int = 0, top_p: float = 1.0) -> j
     return logits_BV
 
 
+def sampling_logits(
+    logits_BV: jax.Array, temperature: float, top_k: int = 0, top_p: float = 1.0
+) -> jax.Array:
+    """The float32 logits the sampler draws from: logits / temperature, then top-k / top-p
+    (temperature 0, greedy: the untempered logits)."""
+    logits_BV = logits_BV.astype(jnp.float32)
+    if temperature == 0.0:
+        return logits_BV
+    return filter_logits(logits_BV / temperature, top_k, top_p)
+
+
+def draw_with_logp(
+    rng: jax.Array, logits_BV: jax.Array, temperature: float, top_k: int = 0, top_p: float = 1.0
+) -> tuple[jax.Array, jax.Array]:
+    """(token ids [B], their log-prob [B] under the distribution they were drawn from). Greedy
+    (temperature 0) takes the argmax and reports its untempered log-prob."""
+    sampled_BV = sampling_logits(logits_BV, temperature, top_k, top_p)
+    if temperature == 0.0:
+        tok_B = jnp.argmax(sampled_BV, axis=-1).astype(jnp.int32)
+    else:
+        tok_B = jax.random.categorical(rng, sampled_BV, axis=-1).astype(jnp.int32)
+    logz_BV = jax.nn.log_softmax(sampled_BV, axis=-1)
+    return tok_B, jnp.take_along_axis(logz_BV, tok_B[:, None], axis=-1)[:, 0]
+
+
 def draw(
     rng: jax.Array, logits_BV: jax.Array, temperature: float, top_k: int = 0, top_p: float = 1.0
 ) -> jax.Array:
     """Sampled token ids [B]; temperature 0 means greedy (argmax)."""
-    if temperature == 0.0:
-        return jnp.argmax(logits_BV, axis=-1).astype(jnp.int32)
-    filtered_BV = filter_logits(logits_BV.astype(jnp.float32) / temperature, top_k, top_p)
-    return jax.random.categorical(rng, filtered_BV, axis=-1).astype(jnp.int32)
+    return draw_with_logp(rng, logits_BV, temperature, top_k, top_p)[0]

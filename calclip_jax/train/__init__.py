@@ -6,7 +6,7 @@ from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater, make_logprob_fn
 from calclip_jax.train.sharded import jit_train_step, shard_state, state_shardings
 from calclip_jax.train.state import TrainState, create_train_state, init_variables
-from calclip_jax.train.step import make_train_step
+from calclip_jax.train.step import make_train_step, step_flags
 
 __all__ = [
     "CalibrationConfig",
@@ -23,4 +23,5 @@ __all__ = [
     "make_train_step",
     "shard_state",
     "state_shardings",
+    "step_flags",
 ]

@@ -76,11 +76,25 @@ def rl_preset(c: ConfigDict) -> RLPreset:
             fields[name] = float(c.rl[name])
     if c.rl.agg:
         fields["agg"] = c.rl.agg
-    fields["dual_clip_c"] = float(c.rl.dual_clip_c) if c.rl.dual_clip_c > 0 else None
+    fields["dual_clip_c"] = float(c.rl.dual_clip_c)  # 0 = off; RLPreset rejects 0 < c <= 1
     fields["overlong_max_len"] = int(c.rollout.max_new_tokens)
     fields["overlong_cache_len"] = max(1, int(c.rollout.max_new_tokens) // 4)
     fields["correction"] = _check("correction", CorrectionConfig, **c.correction.to_dict())
     return _check("rl", dataclasses.replace, base, **fields)
+
+
+def check_sampling(c: ConfigDict, rl: RLPreset) -> None:
+    """RL rollouts sample at a temperature > 0; the trainer reproduces softmax(logits / T) but
+    not top-k / top-p truncation, so the corrections (which compare the two) reject it."""
+    r = c.rollout
+    if not r.temperature > 0:
+        raise ConfigError(f"rollout.temperature must be > 0 for RL rollouts, got {r.temperature}")
+    if (r.top_k > 0 or r.top_p < 1.0) and rl.correction.mode != "none":
+        raise ConfigError(
+            f"rollout.top_k={r.top_k} / rollout.top_p={r.top_p}: the trainer cannot reproduce a "
+            f"truncated sampling distribution, so correction.mode={rl.correction.mode!r} would "
+            "compare different distributions; use top_k=0, top_p=1.0 or correction.mode=none"
+        )
 
 
 def model_config(c: ConfigDict, vocab_size: int) -> ModelConfig:
@@ -113,9 +127,12 @@ def build_run_spec(c: ConfigDict) -> RunSpec:
     train_policy = precision_policy("train", c.train.precision, c.train.fwd_format)
     calib = c.calibration.to_dict()
     calib["upper_max"] = calib["upper_max"] or None
+    rl = rl_preset(c)
+    check_sampling(c, rl)
     step = StepConfig(
+        temperature=float(c.rollout.temperature),
         policy=train_policy,
-        rl=rl_preset(c),
+        rl=rl,
         calibration=_check("calibration", CalibrationConfig, **calib),
         optim=_check(
             "train",

@@ -106,26 +106,31 @@ def _round(c: Collector, params: Any, fp8_meta: Any, step: int, round_: int) -> 
     }
 
 
+def _informative(rd: dict[str, Any], g: int) -> np.ndarray:
+    """bool [groups] of one round: DAPO keeps groups with 0 < #correct < G."""
+    return np.asarray(dynamic_sampling_keep(rd["scores"]["correct"], g)).reshape(-1, g)[:, 0]
+
+
 def collect(c: Collector, params: Any, fp8_meta: Any, step: int) -> Collected:
     """One RL step's rollout batch of exactly prompts_per_step x samples_per_prompt rows.
 
-    With dynamic sampling, groups whose rewards are all equal are dropped and further rounds
-    refill the batch (up to max_refill_rounds); if still short, dropped groups (advantage 0)
-    fill the rest and `dyn_fill_frac` reports their share.
+    With dynamic sampling, groups whose samples are all correct or all wrong (DAPO's rule, on
+    `scores["correct"]`; the shaped reward only drives advantages) are dropped and further rounds
+    refill the batch (up to max_refill_rounds); if still short, dropped groups fill the rest
+    with advantage 0 and `dyn_fill_frac` reports their share.
     """
     cfg, rl = c.cfg, c.rl
     g, b = cfg.samples_per_prompt, cfg.prompts_per_step
     first = _round(c, params, fp8_meta, step, 0)
     rounds = [first]
     if rl.dynamic_sampling:
-        kept = int(np.sum(np.asarray(dynamic_sampling_keep(first["shaped"], g)))) // g
+        kept = int(np.sum(_informative(first, g)))
         while kept < b and len(rounds) <= cfg.max_refill_rounds:
             rounds.append(_round(c, params, fp8_meta, step, len(rounds)))
-            kept += int(np.sum(np.asarray(dynamic_sampling_keep(rounds[-1]["shaped"], g)))) // g
+            kept += int(np.sum(_informative(rounds[-1], g)))
     groups: list[tuple[int, int, bool]] = []  # (round, group, informative)
     for r, rd in enumerate(rounds):
-        keep = np.asarray(dynamic_sampling_keep(rd["shaped"], g)).reshape(-1, g)[:, 0]
-        groups += [(r, i, bool(k)) for i, k in enumerate(keep)]
+        groups += [(r, i, bool(k)) for i, k in enumerate(_informative(rd, g))]
     if rl.dynamic_sampling:
         groups = [x for x in groups if x[2]][:b] + [x for x in groups if not x[2]]
     groups = groups[:b]
@@ -133,9 +138,13 @@ def collect(c: Collector, params: Any, fp8_meta: Any, step: int) -> Collected:
     cat = lambda get: np.concatenate([get(rounds[r])[sel(r, i)] for r, i, _ in groups])
     batch = {k: cat(lambda rd, k=k: rd["arrays"][k]) for k in first["arrays"]}
     shaped = cat(lambda rd: rd["shaped"])
-    batch["advantages"] = np.asarray(
+    advantages = np.asarray(
         grpo_advantages(shaped, g, normalize_std=rl.adv_normalize_std, eps=rl.adv_eps), np.float32
     )
+    if rl.dynamic_sampling:  # filler groups (all correct / all wrong) carry no gradient
+        informative = np.repeat([x[2] for x in groups], g)
+        advantages = np.where(informative, advantages, np.float32(0.0))
+    batch["advantages"] = advantages
     reward = cat(lambda rd: rd["scores"]["reward"])
     all_scores = {
         k: np.concatenate([rd["scores"][k] for rd in rounds])

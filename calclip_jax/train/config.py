@@ -40,8 +40,11 @@ class StepConfig:
     rl: RLPreset = dataclasses.field(default_factory=lambda: get_preset("grpo"))
     calibration: CalibrationConfig = dataclasses.field(default_factory=CalibrationConfig)
     optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    temperature: float = 1.0  # the sampler's: log-probs are of softmax(logits / temperature)
 
     def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0 (the sampling temperature), got {self}")
         if self.calibration.enabled:
             PrecisionPolicy.preset(self.calibration.shadow_precision)  # validates the name
 

@@ -26,8 +26,10 @@ def batch_logprobs(
     batch: Batch,
     *,
     update_fp8_meta: bool = False,
+    temperature: float = 1.0,
 ) -> tuple[jax.Array, jax.Array, Any]:
-    """(logp_BT, entropy_BT, fp8_meta') of batch["tokens"] on batch["response_mask"] positions.
+    """(logp_BT, entropy_BT, fp8_meta') of batch["tokens"] on batch["response_mask"] positions,
+    under softmax(logits / temperature): the sampler's distribution (`StepConfig.temperature`).
 
     With `update_fp8_meta` the delayed-scaling histories observe this forward (train step only).
     """
@@ -40,6 +42,6 @@ def batch_logprobs(
     else:
         logits_BTV, _ = model.apply(variables, *args)
     logp_BT, entropy_BT = token_logprobs_and_entropy(
-        logits_BTV, batch["tokens"], batch["response_mask"]
+        logits_BTV, batch["tokens"], batch["response_mask"], temperature
     )
     return logp_BT, entropy_BT, fp8_meta

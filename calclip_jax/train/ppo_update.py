@@ -1,8 +1,15 @@
 """One rollout batch -> several minibatch train steps (PPO epochs x minibatches).
 
-The trainer recomputes the old policy's log-probs once per rollout batch (its own precision,
-so the ratio starts at exactly 1), plus its BF16-shadow log-probs when a calibration step
-falls inside this batch's updates.
+Old log-probs are computed under the batch composition the update sees: per planned minibatch,
+from the parameters and FP8 state the batch started with (theta_old), in the trainer precision.
+Per-tensor current scaling makes a token's log-prob depend on its batch-mates; computing old
+log-probs on the whole batch and updating on minibatches would start the ratio away from 1. The
+first update of a batch uses its own forward as the old log-probs (`train/step.py`), so the ratio
+is exactly 1 there. The composition effect itself (whole-batch vs minibatch old log-probs) is
+measured at ratio-dump steps (`composition_*` metrics, `ratio_probe`).
+
+Calibration: RL steps 1, 1 + period, 1 + 2 period, ... calibrate; their minibatches also carry the
+old policy's BF16-shadow log-probs (`old_logp_ref`).
 """
 
 from __future__ import annotations
@@ -21,19 +28,54 @@ from calclip_jax.train.config import StepConfig
 from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.multihost import to_host, tree_to_host
 from calclip_jax.train.state import TrainState
+from calclip_jax.train.step import step_flags
 
 ROLLOUT_KEYS = ("tokens", "positions", "attn_mask", "response_mask", "advantages", "rollout_logp")
+COMPOSITION_METRICS = (
+    "composition_logp_std",
+    "composition_logp_max",
+    "composition_clip_lower_neg",
+    "composition_clip_upper_pos",
+)
 
 
-def make_logprob_fn(model_config: ModelConfig, policy: PrecisionPolicy) -> Callable:
+def make_logprob_fn(
+    model_config: ModelConfig, policy: PrecisionPolicy, temperature: float = 1.0
+) -> Callable:
     """Jitted (params, fp8_meta, batch) -> logp_BT under `policy`, no gradient, no state update."""
 
     @jax.jit
     def logprobs(params: Any, fp8_meta: Any, batch: dict[str, jax.Array]) -> jax.Array:
-        logp_BT, _, _ = batch_logprobs(model_config, policy, params, fp8_meta, batch)
+        logp_BT, _, _ = batch_logprobs(
+            model_config, policy, params, fp8_meta, batch, temperature=temperature
+        )
         return logp_BT
 
     return logprobs
+
+
+def composition_metrics(
+    full_BT: np.ndarray,
+    minibatch_BT: np.ndarray,
+    advantages: np.ndarray,
+    mask_BT: np.ndarray,
+    bounds: tuple[float, float],
+) -> dict[str, float]:
+    """The batch-composition effect at theta_old: `full_BT` old log-probs computed on the whole
+    batch, `minibatch_BT` on the minibatches the updates see (same parameters, same precision).
+    std / max of their difference over valid tokens, and the share of A<0 (A>0) tokens whose
+    ratio exp(minibatch - full) would already be clipped at `bounds` at the first update."""
+    valid = mask_BT.astype(bool)
+    gap = (minibatch_BT - full_BT)[valid].astype(np.float64)
+    adv = np.broadcast_to(advantages.reshape(len(mask_BT), -1), mask_BT.shape)[valid]
+    ratio = np.exp(gap)
+    share = lambda hit, sel: float(np.sum(hit & sel) / max(np.sum(sel), 1))
+    return {
+        "composition_logp_std": float(np.std(gap)) if gap.size else 0.0,
+        "composition_logp_max": float(np.max(np.abs(gap))) if gap.size else 0.0,
+        "composition_clip_lower_neg": share(ratio < bounds[0], adv < 0),
+        "composition_clip_upper_pos": share(ratio > bounds[1], adv > 0),
+    }
 
 
 @dataclasses.dataclass
@@ -42,20 +84,15 @@ class PPOUpdater:
 
     model_config: ModelConfig
     step_config: StepConfig
-    train_step: Callable[[TrainState, dict], tuple[TrainState, dict]]
+    train_step: Callable[[TrainState, dict, dict], tuple[TrainState, dict]]
     epochs: int = 1
     num_minibatches: int = 4
     ref_params: Any = None  # frozen reference policy for the KL term (needed when kl_beta > 0)
 
     def __post_init__(self) -> None:
-        self._old_logp = make_logprob_fn(self.model_config, self.step_config.policy)
-        calib = self.step_config.calibration
-        self._shadow_logp = (
-            make_logprob_fn(self.model_config, self.step_config.shadow_policy)
-            if calib.enabled
-            else None
-        )
-        self._probe_shadow_logp: Callable | None = None
+        cfg = self.step_config
+        self._logp = make_logprob_fn(self.model_config, cfg.policy, cfg.temperature)
+        self._shadow_logp = make_logprob_fn(self.model_config, cfg.shadow_policy, cfg.temperature)
 
     def steps_per_batch(self) -> int:
         return self.epochs * self.num_minibatches
@@ -63,63 +100,83 @@ class PPOUpdater:
     def batch_keys(self) -> tuple[str, ...]:
         """Keys of the minibatches `prepare` makes (what the jitted step is sharded for)."""
         keys = (*ROLLOUT_KEYS, "old_logp")
-        if self._shadow_logp is not None:
+        if self.step_config.calibration.enabled:
             keys += ("old_logp_ref",)
         return keys + (("ref_logp",) if self.step_config.rl.kl_beta > 0 else ())
 
-    def _needs_shadow(self, first_step: int) -> bool:
+    def calibrates(self, rl_step: int) -> bool:
+        """Whether RL step `rl_step` (1-based) calibrates: steps 1, 1 + period, ..."""
         calib = self.step_config.calibration
-        if not calib.enabled:
-            return False
-        return any((first_step + i) % calib.period == 0 for i in range(self.steps_per_batch()))
+        return calib.enabled and (rl_step - 1) % calib.period == 0
 
-    def prepare(self, state: TrainState, rollout: dict[str, Any]) -> dict[str, np.ndarray]:
-        """Adds old_logp, and old_logp_ref (calibration) / ref_logp (KL) when needed."""
+    def plan(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+        """Row indices of every update of the batch: per epoch a permutation, split in order."""
+        if n % self.num_minibatches:
+            raise ValueError(
+                f"rollout batch {n} not divisible into {self.num_minibatches} minibatches"
+            )
+        size = n // self.num_minibatches
+        plan = []
+        for _ in range(self.epochs):
+            order = rng.permutation(n)
+            plan += [order[i * size : (i + 1) * size] for i in range(self.num_minibatches)]
+        return plan
+
+    def prepare(
+        self,
+        state: TrainState,
+        rollout: dict[str, Any],
+        plan: list[np.ndarray],
+        calibrate: bool,
+    ) -> list[dict[str, np.ndarray]]:
+        """The minibatches of `plan`, each with old_logp (and old_logp_ref / ref_logp when the
+        step needs them) computed on that minibatch from `state` (theta_old)."""
         missing = [k for k in ROLLOUT_KEYS if k not in rollout]
         if missing:
             raise KeyError(f"rollout batch lacks {missing}")
         batch = {k: np.asarray(v) for k, v in rollout.items()}
-        batch["old_logp"] = to_host(self._old_logp(state.params, state.fp8_meta, batch))
-        if self._shadow_logp is not None:
-            if self._needs_shadow(int(state.step)):
-                batch["old_logp_ref"] = to_host(self._shadow_logp(state.params, {}, batch))
-            else:
-                batch["old_logp_ref"] = np.zeros_like(batch["old_logp"])
-        if self.step_config.rl.kl_beta > 0 and "ref_logp" not in batch:
-            if self.ref_params is None:
-                raise ValueError("kl_beta > 0 needs PPOUpdater.ref_params or rollout['ref_logp']")
-            batch["ref_logp"] = to_host(self._old_logp(self.ref_params, state.fp8_meta, batch))
-        return batch
-
-    def _shadow(self) -> Callable:
-        """The shadow log-prob fn for ratio probes; built on first use without calibration, and
-        kept apart from `_shadow_logp`, which decides the batch keys the step is compiled for."""
-        if self._shadow_logp is not None:
-            return self._shadow_logp
-        if self._probe_shadow_logp is None:
-            self._probe_shadow_logp = make_logprob_fn(
-                self.model_config, self.step_config.shadow_policy
-            )
-        return self._probe_shadow_logp
+        kl = self.step_config.rl.kl_beta > 0
+        if kl and self.ref_params is None and "ref_logp" not in batch:
+            raise ValueError("kl_beta > 0 needs PPOUpdater.ref_params or rollout['ref_logp']")
+        minibatches = []
+        for idx in plan:
+            mb = {k: v[idx] for k, v in batch.items()}
+            mb["old_logp"] = to_host(self._logp(state.params, state.fp8_meta, mb))
+            if self.step_config.calibration.enabled:
+                mb["old_logp_ref"] = (
+                    to_host(self._shadow_logp(state.params, {}, mb))
+                    if calibrate
+                    else np.zeros_like(mb["old_logp"])
+                )
+            if kl and "ref_logp" not in mb:
+                mb["ref_logp"] = to_host(self._logp(self.ref_params, state.fp8_meta, mb))
+            minibatches.append(mb)
+        return minibatches
 
     def ratio_probe(
-        self, old_params: Any, after: TrainState, batch: dict[str, np.ndarray]
+        self,
+        old_params: Any,
+        old_meta: Any,
+        after: TrainState,
+        batch: dict[str, np.ndarray],
     ) -> dict[str, np.ndarray]:
         """Ratios of the whole rollout batch after all its updates, in the trainer precision and
-        in the BF16 shadow (each against the old policy in the same precision), with advantages,
-        response mask and old token probabilities: the raw material of ratio histograms."""
-        shadow = self._shadow()
+        in the BF16 shadow (each against the old policy in the same precision, all on the whole
+        batch), with advantages, response mask and old token probabilities: the raw material of
+        ratio histograms. `old_logp_full`: the trainer's old log-probs on the whole batch."""
         mask = batch["response_mask"].astype(bool)
-        old_ref = to_host(shadow(old_params, {}, batch))
-        new = to_host(self._old_logp(after.params, after.fp8_meta, batch))
-        new_ref = to_host(shadow(after.params, {}, batch))
+        old = to_host(self._logp(old_params, old_meta, batch))
+        old_ref = to_host(self._shadow_logp(old_params, {}, batch))
+        new = to_host(self._logp(after.params, after.fp8_meta, batch))
+        new_ref = to_host(self._shadow_logp(after.params, {}, batch))
         ratio = lambda a, b: np.where(mask, np.exp(np.where(mask, a - b, 0.0)), 1.0)
         return {
-            "ratio": ratio(new, batch["old_logp"]).astype(np.float32),
+            "ratio": ratio(new, old).astype(np.float32),
             "ratio_ref": ratio(new_ref, old_ref).astype(np.float32),
             "advantages": batch["advantages"],
             "mask": mask,
-            "old_prob": np.exp(batch["old_logp"]).astype(np.float32),
+            "old_prob": np.exp(old).astype(np.float32),
+            "old_logp_full": old.astype(np.float32),
         }
 
     def update(
@@ -127,25 +184,40 @@ class PPOUpdater:
         state: TrainState,
         rollout: dict[str, Any],
         rng: np.random.Generator,
+        rl_step: int,
         probe: bool = False,
     ) -> tuple[TrainState, list[dict[str, float]], dict[str, np.ndarray] | None]:
-        """Returns the new state, one metrics dict (host floats) per train step, and with
-        `probe` the `ratio_probe` arrays of this rollout batch (else None)."""
-        old_params = jax.tree.map(jnp.copy, state.params) if probe else None  # donated below
-        batch = self.prepare(state, rollout)
-        n = batch["tokens"].shape[0]
-        if n % self.num_minibatches:
-            raise ValueError(
-                f"rollout batch {n} not divisible into {self.num_minibatches} minibatches"
-            )
-        size = n // self.num_minibatches
+        """Returns the new state, one metrics dict (host floats) per update, and with `probe`
+        the `ratio_probe` arrays of this rollout batch (else None). With `probe` the first
+        update's metrics also carry the `COMPOSITION_METRICS`."""
+        rollout = {k: np.asarray(v) for k, v in rollout.items()}
+        n = rollout["tokens"].shape[0]
+        plan = self.plan(n, rng)
+        calibrate = self.calibrates(rl_step)
+        minibatches = self.prepare(state, rollout, plan, calibrate)
+        old = jax.tree.map(jnp.copy, (state.params, state.fp8_meta)) if probe else None
         device_metrics = []
-        for _ in range(self.epochs):
-            order = rng.permutation(n)
-            for i in range(self.num_minibatches):
-                idx = order[i * size : (i + 1) * size]
-                state, metrics = self.train_step(state, {k: v[idx] for k, v in batch.items()})
-                device_metrics.append(metrics)
-        host = tree_to_host(device_metrics)
-        probed = self.ratio_probe(old_params, state, batch) if probe else None
-        return state, [{k: float(jnp.asarray(v)) for k, v in m.items()} for m in host], probed
+        for i, mb in enumerate(minibatches):
+            state, metrics = self.train_step(state, mb, step_flags(i == 0, calibrate))
+            device_metrics.append(metrics)
+        host = [
+            {k: float(jnp.asarray(v)) for k, v in m.items()} for m in tree_to_host(device_metrics)
+        ]
+        if not probe:
+            return state, host, None
+        probed = self.ratio_probe(*old, state, rollout)
+        first_epoch_BT = np.zeros_like(probed["old_logp_full"])
+        for idx, mb in zip(plan[: self.num_minibatches], minibatches, strict=False):
+            first_epoch_BT[idx] = mb["old_logp"]
+        probed["old_logp_minibatch"] = first_epoch_BT
+        rl = self.step_config.rl
+        host[0].update(
+            composition_metrics(
+                probed["old_logp_full"],
+                first_epoch_BT,
+                rollout["advantages"],
+                rollout["response_mask"],
+                (1.0 - rl.eps_low, 1.0 + rl.eps_high),
+            )
+        )
+        return state, host, probed

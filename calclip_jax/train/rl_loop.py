@@ -151,13 +151,13 @@ class RLRun:
         updater = self._updater()
         rng = np.random.default_rng([c.seed, step, 1_000_003])
         probe = c.log.ratios_every > 0 and step % c.log.ratios_every == 0
-        self.state, step_metrics, probed = updater.update(self.state, got.batch, rng, probe)
+        self.state, step_metrics, probed = updater.update(self.state, got.batch, rng, step, probe)
         if probed is not None:
             self.logger.write_arrays("ratios", step, probed)
         t2 = time.perf_counter()
         row = dict(got.metrics)
-        for name in step_metrics[0]:
-            row[name] = _nanmean([m[name] for m in step_metrics])
+        for name in step_metrics[0]:  # the mean over this batch's updates
+            row[name] = _nanmean([m.get(name) for m in step_metrics])
         row["clip_lower"], row["clip_upper"] = (
             step_metrics[-1]["clip_lower"],
             step_metrics[-1]["clip_upper"],

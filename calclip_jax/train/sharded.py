@@ -26,19 +26,23 @@ def batch_shardings(batch: dict[str, Any], mesh: Mesh) -> dict[str, NamedShardin
 def jit_train_step(
     step: Callable, state: TrainState, batch: dict[str, Any], mesh: Mesh
 ) -> Callable:
-    """`jax.jit(step)` with explicit in/out shardings over `mesh` and the state donated.
+    """`jax.jit(step)` with explicit in/out shardings over `mesh` and the state donated; the
+    per-update flags (`step_flags`) are replicated scalars.
 
     Host (NumPy) batches are placed on the mesh first: with several processes, jit refuses
     host inputs for split shardings, and each process holds the same full batch.
     """
     state_sh, batch_sh = state_shardings(state, mesh), batch_shardings(batch, mesh)
+    flags_sh = replicated(mesh)
     jitted = jax.jit(
         step,
-        in_shardings=(state_sh, batch_sh),
+        in_shardings=(state_sh, batch_sh, flags_sh),
         out_shardings=(state_sh, replicated(mesh)),
         donate_argnums=0,
     )
-    return lambda state, batch: jitted(state, jax.device_put(batch, batch_sh))
+    return lambda state, batch, flags: jitted(
+        state, jax.device_put(batch, batch_sh), jax.device_put(flags, flags_sh)
+    )
 
 
 def shard_state(state: TrainState, mesh: Mesh) -> TrainState:

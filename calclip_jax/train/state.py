@@ -16,7 +16,8 @@ from calclip_jax.model import ModelConfig, Transformer
 class TrainState(flax.struct.PyTreeNode):
     """params: float32 master weights; fp8_meta: delayed-scaling amax histories ({} if unused);
     clip_lower / clip_upper: the clip bounds in use (carried, EMA-smoothed under calibration);
-    skipped_updates: count of steps whose gradients were non-finite and were not applied."""
+    skipped_updates: count of steps whose gradients were non-finite and were not applied;
+    batch_updates: updates applied since the current rollout batch began (0: theta == theta_old)."""
 
     step: jax.Array
     params: Any
@@ -25,6 +26,7 @@ class TrainState(flax.struct.PyTreeNode):
     clip_lower: jax.Array
     clip_upper: jax.Array
     skipped_updates: jax.Array
+    batch_updates: jax.Array
 
 
 def init_variables(
@@ -51,4 +53,5 @@ def create_train_state(
         clip_lower=jnp.float32(1.0 - eps_low),
         clip_upper=jnp.float32(1.0 + eps_high),
         skipped_updates=jnp.zeros((), jnp.int32),
+        batch_updates=jnp.zeros((), jnp.int32),
     )

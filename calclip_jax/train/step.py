@@ -1,12 +1,23 @@
-"""The train step: one pure function (state, minibatch) -> (state, metrics).
+"""The train step: one pure function (state, minibatch, flags) -> (state, metrics).
 
 FP8 (or BF16) forward + backward per the trainer policy, mismatch correction weights, the PPO
 loss with the carried clip bounds, optax update (skipped when gradients are non-finite),
-delayed-scaling state update, and, every `calibration.period` steps, Calibrated Clipping:
-a no-grad shadow forward (BF16) of the current policy gives reference ratios against the old
-policy's shadow log-probs (batch["old_logp_ref"], computed once per rollout batch), and the
-calibrated (lower, upper) are EMA-smoothed into the state. The FP8 ratio it calibrates is the
-one of the differentiated forward itself: no extra FP8 forward is paid.
+delayed-scaling state update, and Calibrated Clipping.
+
+theta == theta_old while no update has been applied since the rollout batch began
+(`state.batch_updates == 0` after `flags["new_batch"]` resets it). There the step takes its own
+forward (stop-gradient) as the old log-probs, so the ratio is exactly 1 by construction, and
+reports `old_logp_recompute_gap`: max |own forward - batch["old_logp"]|, the difference between
+the precomputed old log-probs and the step's forward under the same composition (0 when the two
+programs agree bitwise).
+
+Calibration runs when `flags["calibrate"]` (the updater sets it for every update of a calibrating
+RL step) and theta != theta_old: a no-grad shadow forward (BF16) of the current policy gives
+reference ratios against the old policy's shadow log-probs (batch["old_logp_ref"], same
+minibatch), and the calibrated (lower, upper) are EMA-smoothed into the state. An update at
+theta_old never calibrates nor smooths (its ratios are all 1: a degenerate sample), nor do
+non-finite bounds or a skipped (non-finite) update. The FP8 ratio it calibrates is the one of the
+differentiated forward itself: no extra FP8 forward is paid.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax import lax
 
@@ -24,17 +36,19 @@ from calclip_jax.model import ModelConfig
 from calclip_jax.rl.calibration import calibrated_bounds_with_aux, smooth_bounds
 from calclip_jax.rl.corrections import mismatch_weights
 from calclip_jax.rl.diagnostics import rl_diagnostics
-from calclip_jax.rl.losses import ppo_policy_loss
+from calclip_jax.rl.losses import clamped_ratio, ppo_policy_loss
 from calclip_jax.train.config import StepConfig
 from calclip_jax.train.forward import Batch, batch_logprobs
 from calclip_jax.train.state import TrainState
 
 Metrics = dict[str, jax.Array]
+Flags = dict[str, jax.Array]
 REF_METRICS = ("clip_frac_lower_neg_ref", "clip_frac_upper_pos_ref")
 
 
-def _masked_ratio(logp_BT: jax.Array, base_BT: jax.Array, mask_BT: jax.Array) -> jax.Array:
-    return jnp.exp(jnp.where(mask_BT.astype(bool), logp_BT - base_BT, 0.0))
+def step_flags(new_batch: bool, calibrate: bool) -> Flags:
+    """Per-update flags: first update of a rollout batch; update of a calibrating RL step."""
+    return {"new_batch": np.bool_(new_batch), "calibrate": np.bool_(calibrate)}
 
 
 def _select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -44,14 +58,18 @@ def _select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
 def make_train_step(
     model_config: ModelConfig, cfg: StepConfig, tx: optax.GradientTransformation
 ) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
-    """The un-jitted step; see `jit_train_step` for the sharded, donated version."""
+    """The un-jitted step(state, batch, flags); flags from `step_flags`. See `jit_train_step`
+    for the sharded, donated version."""
     rl, calib = cfg.rl, cfg.calibration
+    temperature = cfg.temperature
     static_bounds = (jnp.float32(1.0 - rl.eps_low), jnp.float32(1.0 + rl.eps_high))
     use_kl = rl.kl_beta > 0
 
     def shadow_ratio(params: Any, batch: Batch, do_calib: jax.Array) -> jax.Array:
         def compute(p: Any) -> jax.Array:
-            logp_BT, _, _ = batch_logprobs(model_config, cfg.shadow_policy, p, {}, batch)
+            logp_BT, _, _ = batch_logprobs(
+                model_config, cfg.shadow_policy, p, {}, batch, temperature=temperature
+            )
             return logp_BT
 
         logp_ref_BT = lax.cond(
@@ -60,25 +78,35 @@ def make_train_step(
             lambda p: jnp.zeros_like(batch["old_logp"]),
             lax.stop_gradient(params),
         )
-        return _masked_ratio(logp_ref_BT, batch["old_logp_ref"], batch["response_mask"])
+        return clamped_ratio(logp_ref_BT, batch["old_logp_ref"], batch["response_mask"])
 
-    def step(state: TrainState, batch: Batch) -> tuple[TrainState, Metrics]:
+    def step(state: TrainState, batch: Batch, flags: Flags) -> tuple[TrainState, Metrics]:
         mask_BT, adv = batch["response_mask"], batch["advantages"]
-        old_logp_BT = batch["old_logp"]
-        do_calib = (state.step % calib.period) == 0 if calib.enabled else jnp.bool_(False)
+        applied = jnp.where(flags["new_batch"], 0, state.batch_updates)
+        at_old = applied == 0  # no update applied since the batch began: theta == theta_old
+        do_calib = (flags["calibrate"] & ~at_old) if calib.enabled else jnp.bool_(False)
         ratio_ref_BT = shadow_ratio(state.params, batch, do_calib) if calib.enabled else None
 
         def loss_fn(params: Any, fp8_meta: Any):
             logp_BT, entropy_BT, new_meta = batch_logprobs(
-                model_config, cfg.policy, params, fp8_meta, batch, update_fp8_meta=True
+                model_config,
+                cfg.policy,
+                params,
+                fp8_meta,
+                batch,
+                update_fp8_meta=True,
+                temperature=temperature,
             )
-            weights_BT, corr_aux = mismatch_weights(
+            own_BT = lax.stop_gradient(logp_BT)
+            old_logp_BT = jnp.where(at_old, own_BT, batch["old_logp"])
+            weights_BT, keep_BT, corr_aux = mismatch_weights(
                 old_logp_BT, batch["rollout_logp"], mask_BT, rl.correction
             )
             bounds = (state.clip_lower, state.clip_upper)
             calib_aux: Metrics = {}
+            smoothed_in = jnp.bool_(False)
             if calib.enabled:
-                ratio_BT = _masked_ratio(lax.stop_gradient(logp_BT), old_logp_BT, mask_BT)
+                ratio_BT = clamped_ratio(own_BT, old_logp_BT, mask_BT)
                 lower, upper, calib_aux = calibrated_bounds_with_aux(
                     ratio_BT,
                     ratio_ref_BT,
@@ -89,14 +117,15 @@ def make_train_step(
                     **calib.bounds_kwargs(),
                 )
                 smoothed = smooth_bounds(bounds, (lower, upper), calib.ema_beta)
+                smoothed_in = do_calib & jnp.isfinite(smoothed[0]) & jnp.isfinite(smoothed[1])
                 bounds = tuple(
-                    jnp.where(do_calib, s, b) for s, b in zip(smoothed, bounds, strict=True)
+                    jnp.where(smoothed_in, s, b) for s, b in zip(smoothed, bounds, strict=True)
                 )
             loss, loss_aux = ppo_policy_loss(
                 logp_BT,
                 old_logp_BT,
                 adv,
-                mask_BT,
+                mask_BT.astype(bool) & keep_BT,
                 eps_low=rl.eps_low,
                 eps_high=rl.eps_high,
                 bounds=bounds,
@@ -107,20 +136,25 @@ def make_train_step(
                 kl_beta=rl.kl_beta,
                 kl_estimator=rl.kl_estimator,
             )
+            gap_BT = jnp.abs(own_BT - batch["old_logp"])
+            gap = jnp.max(jnp.where(mask_BT.astype(bool), gap_BT, 0.0))
             aux = (
                 loss_aux,
                 logp_BT,
+                old_logp_BT,
                 entropy_BT,
                 bounds,
+                smoothed_in,
                 weights_BT,
                 new_meta,
-                {**corr_aux, **calib_aux},
+                {**corr_aux, **calib_aux, "old_logp_recompute_gap": gap},
             )
             return loss, aux
 
         grad_fn = jax.grad(loss_fn, argnums=(0, 1), has_aux=True)
         (grads, meta_grads), aux = grad_fn(state.params, state.fp8_meta)
-        loss_aux, logp_BT, entropy_BT, bounds, weights_BT, new_meta, extra = aux
+        (loss_aux, logp_BT, old_logp_BT, entropy_BT, bounds, smoothed_in, weights_BT) = aux[:7]
+        new_meta, extra = aux[7:]
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(grad_norm)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
@@ -131,9 +165,10 @@ def make_train_step(
             params=_select_tree(finite, params, state.params),
             opt_state=_select_tree(finite, opt_state, state.opt_state),
             fp8_meta=_select_tree(finite, fp8_meta, state.fp8_meta),
-            clip_lower=bounds[0],
-            clip_upper=bounds[1],
+            clip_lower=jnp.where(finite, bounds[0], state.clip_lower),
+            clip_upper=jnp.where(finite, bounds[1], state.clip_upper),
             skipped_updates=state.skipped_updates + (~finite).astype(jnp.int32),
+            batch_updates=applied + finite.astype(jnp.int32),
         )
         metrics = rl_diagnostics(
             logp_BT,
@@ -151,11 +186,17 @@ def make_train_step(
             tis_cap=rl.correction.tis_cap,
         )
         nan = jnp.float32(jnp.nan)
+        # the shadow's clip shares: measured when calibrating; at theta_old r_ref == 1 exactly,
+        # so 0 there (in a calibrating RL step, like the trainer's own share); else NaN
+        ref_at_old = jnp.where(at_old & flags["calibrate"], 0.0, nan)
         for name in REF_METRICS:
             if name in metrics:
-                metrics[name] = jnp.where(do_calib, metrics[name], nan)
+                metrics[name] = jnp.where(do_calib, metrics[name], ref_at_old)
         for name, value in extra.items():
-            metrics[name] = jnp.where(do_calib, value, nan) if name.startswith("calib_") else value
+            if name.startswith("calib_"):
+                value = jnp.where(do_calib, value, nan)
+            metrics[name] = value
+        metrics["old_logp_recompute_gap"] = jnp.where(at_old, extra["old_logp_recompute_gap"], nan)
         metrics.update(
             loss=loss_aux["pg_loss"] + rl.kl_beta * loss_aux.get("kl_loss", 0.0),
             pg_loss=loss_aux["pg_loss"],
@@ -163,7 +204,11 @@ def make_train_step(
             grad_norm=grad_norm,
             update_skipped=(~finite).astype(jnp.float32),
             skipped_updates=new_state.skipped_updates.astype(jnp.float32),
-            calibrated=do_calib.astype(jnp.float32),
+            calibrated=(smoothed_in & finite).astype(jnp.float32),
+            at_theta_old=at_old.astype(jnp.float32),
+            ratio_log_abs_max=jnp.max(
+                jnp.where(mask_BT.astype(bool), jnp.abs(logp_BT - old_logp_BT), 0.0)
+            ),
         )
         return new_state, {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}
 

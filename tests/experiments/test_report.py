@@ -124,3 +124,22 @@ def test_cli_writes_tables_and_figures(results):
     figures = ("training_dynamics", "distortion", "stress", "search_clip_by_probability", "rebound")
     for fig in figures:
         assert (results / "figures" / f"{fig}.png").stat().st_size > 1000, fig
+
+
+def test_composition_table_separates_composition_from_precision_noise(results):
+    arms = report.load_all(results)
+    cols = arms["stress/fp8_tensor_tis"]["cols"]
+    nan = np.full(STEPS, np.nan)
+    cols["composition_logp_std"], cols["composition_logp_max"] = nan.copy(), nan.copy()
+    cols["composition_clip_lower_neg"], cols["composition_clip_upper_pos"] = nan.copy(), nan.copy()
+    for i, (std, peak, low) in zip((0, 9), ((0.1, 0.5, 0.04), (0.3, 0.9, 0.02)), strict=True):
+        cols["composition_logp_std"][i], cols["composition_logp_max"][i] = std, peak
+        cols["composition_clip_lower_neg"][i], cols["composition_clip_upper_pos"][i] = low, 0.0
+    block = arms["fp8_block_tis"]["cols"]
+    for key in ("composition_logp_std", "composition_logp_max"):
+        block[key] = np.where(np.arange(STEPS) == 9, 0.0, np.nan)
+    table = report.composition_table(arms)
+    d = np.log([0.5, 0.7, 0.9, 1.0])  # the dump's precision noise, all A<0
+    row = "| stress/fp8_tensor_tis | fp8_block | 2 | 0.2000 / 0.900 | 3.00% / 0.00% |"
+    assert f"{row} {d.std():.3f} / - |" in table
+    assert "| 1 other arms" in table and "fp8_block_tis |" not in table

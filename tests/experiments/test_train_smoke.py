@@ -96,6 +96,7 @@ def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
         ("calibration.upper_rule", "magic", "calibration"),
         ("correction.mode", "always", "correction"),
         ("rl.preset", "ppo", "rl.preset"),
+        ("rl.dual_clip_c", 0.5, "dual_clip_c"),
         ("train.num_minibatches", 3, "train.num_minibatches"),
         ("task.name", "chess", "task"),
         ("log.surge_window", 0, "log.surge_window"),

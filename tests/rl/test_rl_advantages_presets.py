@@ -35,11 +35,15 @@ def test_grpo_advantages_shape_check_and_group_of_one():
     assert np.all(np.asarray(grpo_advantages(jnp.arange(3.0), 1)) == 0.0)
 
 
-def test_dynamic_sampling_keep():
-    rewards = jnp.array([1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.5])
+def test_dynamic_sampling_keep_on_correctness():
+    """DAPO: keep groups with 0 < #correct < G (partial credit does not count as correct)."""
+    correct = np.array([[1, 1, 0], [0, 0, 0], [1, 1, 1], [0, 0, 1]], bool).ravel()
     np.testing.assert_array_equal(
-        np.asarray(dynamic_sampling_keep(rewards, 3)), [True] * 3 + [False] * 3 + [True] * 3
+        np.asarray(dynamic_sampling_keep(correct, 3)), [True] * 3 + [False] * 6 + [True] * 3
     )
+    np.testing.assert_array_equal(np.asarray(dynamic_sampling_keep(jnp.array([0, 1]), 2)), True)
+    with pytest.raises(TypeError, match="bool"):  # rewards are not correctness
+        dynamic_sampling_keep(jnp.array([1.0, 0.5, 0.0]), 3)
 
 
 def test_overlong_penalty_piecewise():

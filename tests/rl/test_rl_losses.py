@@ -1,4 +1,4 @@
-"""ppo_policy_loss and mismatch corrections against loop-based NumPy references."""
+"""ppo_policy_loss against loop-based NumPy references (corrections: test_rl_corrections.py)."""
 
 import chex
 import jax
@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from calclip_jax.rl.corrections import MODES, CorrectionConfig, mismatch_weights
 from calclip_jax.rl.losses import AGGREGATIONS, ppo_policy_loss
 
 B, T = 4, 6
@@ -49,21 +48,6 @@ def ref_loss_and_grad(logp, old, adv_BT, mask, lower, upper, c, w, agg):
     return (coef * val).sum(), coef * dval
 
 
-def ref_weights(old, rollout, mask, cfg):
-    rho = np.exp(old - rollout) * (mask > 0) + (mask == 0)
-    seq = np.prod(rho, axis=1, keepdims=True)
-    n = np.maximum(mask.sum(1, keepdims=True), 1)
-    w = {
-        "none": np.ones_like(rho),
-        "token_tis": np.minimum(rho, cfg.tis_cap),
-        "seq_tis": np.minimum(seq, cfg.tis_cap) + 0 * rho,
-        "token_mis": (rho >= cfg.mis_low) & (rho <= cfg.mis_high),
-        "seq_mis": ((seq >= cfg.mis_low) & (seq <= cfg.mis_high)) + 0 * rho,
-        "geo_reject": (np.abs(seq ** (1.0 / n) - 1) <= cfg.geo_delta) + 0 * rho,
-    }[cfg.mode]
-    return w * mask
-
-
 @pytest.mark.parametrize("agg", AGGREGATIONS)
 @pytest.mark.parametrize("dual_clip_c", [None, 3.0])
 @pytest.mark.parametrize("per_token_adv", [False, True])
@@ -100,48 +84,6 @@ def test_loss_and_grad_match_reference(agg, dual_clip_c, per_token_adv):
         )
         np.testing.assert_allclose(float(f(logp)), want, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(np.asarray(jax.grad(f)(logp)), dwant, rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_correction_weights_in_loss(mode):
-    logp, old, mask, adv_B, _ = _batch(2)
-    rollout = (old + np.random.default_rng(3).normal(0, 0.3, (B, T))).astype(np.float32)
-    cfg = CorrectionConfig(mode=mode, geo_delta=0.15, mis_low=0.7, mis_high=1.4)
-    w, aux = mismatch_weights(old, rollout, mask, cfg)
-    want_w = ref_weights(old, rollout, mask, cfg)
-    np.testing.assert_allclose(np.asarray(w), want_w, rtol=1e-5, atol=1e-6)
-    rho = np.exp(old - rollout)
-    np.testing.assert_allclose(
-        float(aux["tis_trunc_frac"]), ((rho > 2.0) * mask).sum() / mask.sum()
-    )
-    # weights are stop-gradient w.r.t. the old and rollout log-probs
-    g = jax.grad(lambda o, r: jnp.sum(mismatch_weights(o, r, mask, cfg)[0]), argnums=(0, 1))
-    for grad in g(old, rollout):
-        assert np.all(np.asarray(grad) == 0.0)
-
-    def f(lp):
-        return ppo_policy_loss(lp, old, adv_B, mask, eps_low=0.2, eps_high=0.28, is_weights=w)[0]
-
-    adv_full = np.repeat(adv_B[:, None], T, 1)
-    want, dwant = ref_loss_and_grad(
-        logp, old, adv_full, mask, 0.8, 1.28, None, want_w, "token-mean"
-    )
-    np.testing.assert_allclose(float(f(logp)), want, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(jax.grad(f)(logp)), dwant, rtol=1e-5, atol=1e-6)
-
-
-def test_correction_modes_do_something():
-    """Each masking mode zeroes some but not all tokens on a noisy batch; TIS caps."""
-    _, old, mask, _, _ = _batch(4)
-    rollout = (old + np.random.default_rng(5).normal(0, 0.6, (B, T))).astype(np.float32)
-    for mode in ("token_mis", "seq_mis", "geo_reject"):
-        cfg = CorrectionConfig(mode=mode, geo_delta=0.3, mis_low=0.7, mis_high=1.4)
-        frac = float(mismatch_weights(old, rollout, mask, cfg)[1]["is_zero_frac"])
-        assert 0.0 < frac < 1.0, mode
-    w, _ = mismatch_weights(old, rollout, mask, CorrectionConfig(mode="token_tis", tis_cap=1.5))
-    assert float(jnp.max(w)) == pytest.approx(1.5)
-    with pytest.raises(ValueError, match="mode"):
-        CorrectionConfig(mode="tis")
 
 
 class ZeroGradientTest(chex.TestCase):

@@ -13,7 +13,7 @@ from rollout_testutil import TINY, init_params, prompts
 
 from calclip_jax.fp8 import PrecisionPolicy, TensorPrecision
 from calclip_jax.model import forward_logits, token_logprobs_and_entropy
-from calclip_jax.rollout import sample, sync_weights
+from calclip_jax.rollout import filter_logits, sample, sync_weights
 
 B, G, P, N = 2, 3, 5, 6
 NO_EOS = -1
@@ -49,11 +49,15 @@ def test_shapes_lengths_and_logp_match_trainer_fp32(params):
     np.testing.assert_array_equal(out.tokens[:, :P], np.repeat(tokens, G, axis=0))
     np.testing.assert_array_equal(out.attn_mask[:, :P], np.repeat(mask, G, axis=0))
     assert len({tuple(r) for r in np.asarray(out.tokens[:G, P:])}) > 1  # G distinct samples
-    trainer = _trainer_logp(params, pol, out)
-    np.testing.assert_allclose(out.rollout_logp, trainer, atol=1e-4)
+    # rollout log-probs are of the truncated (top-k 8, top-p 0.9) distribution sampled from
+    logits = FWD(TINY, params, out.tokens, pol, out.attn_mask)[:, P - 1 : -1]
+    kept = filter_logits(logits.reshape(-1, logits.shape[-1]), 8, 0.9).reshape(logits.shape)
+    picked = jnp.take_along_axis(jax.nn.log_softmax(kept, -1), out.tokens[:, P:, None], -1)
+    np.testing.assert_allclose(out.rollout_logp[:, P:], picked[..., 0], atol=1e-4)
+    trainer = _trainer_logp(params, pol, out)  # untruncated: each kept token is likelier there
+    assert np.all(np.asarray(out.rollout_logp - trainer)[:, P:] >= -1e-5)
     assert float(jnp.max(out.rollout_logp)) <= 0.0 and float(jnp.min(out.rollout_logp)) < -0.01
     # top-k 8: every sampled token is among the 8 most likely under the (identical) logits
-    logits = FWD(TINY, params, out.tokens, pol, out.attn_mask)[:, P - 1 : -1]
     rank = jnp.sum(logits > jnp.take_along_axis(logits, out.tokens[:, P:, None], -1), -1)
     assert int(rank.max()) < 8
 

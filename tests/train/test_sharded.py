@@ -5,15 +5,15 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from train_testutil import TINY, make_setup, rollout_batch
+from train_testutil import TINY, make_setup, prepared
 
 from calclip_jax.train import (
     CalibrationConfig,
-    PPOUpdater,
     jit_train_step,
     make_mesh,
     make_train_step,
     shard_state,
+    step_flags,
 )
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (simulated) devices")
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (simulat
 
 def _run(state, batch, step, n=2):
     metrics = None
-    for _ in range(n):
-        state, metrics = step(state, batch)
+    for i in range(n):  # the first update at theta_old, the second calibrates
+        state, metrics = step(state, batch, step_flags(new_batch=i == 0, calibrate=True))
     return jax.device_get(state.params), jax.device_get(metrics)
 
 
@@ -30,8 +30,7 @@ def _run(state, batch, step, n=2):
 def test_sharded_step_matches_single_device(shape):
     calib = CalibrationConfig(enabled=True, period=1)
     cfg, tx, state = make_setup("fp8_block", calibration=calib, lr=1e-2)
-    updater = PPOUpdater(TINY, cfg, None, ref_params=state.params)
-    batch = updater.prepare(state, rollout_batch(batch=8))
+    batch = prepared(cfg, state, batch=8)
     step = make_train_step(TINY, cfg, tx)
     ref_params, ref_metrics = _run(state, batch, jax.jit(step))
 
@@ -41,6 +40,7 @@ def test_sharded_step_matches_single_device(shape):
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4), params, ref_params
     )
+    assert float(metrics["calibrated"]) == 1.0
     for name in ("loss", "clip_lower", "clip_upper", "entropy", "grad_norm"):
         np.testing.assert_allclose(metrics[name], ref_metrics[name], rtol=1e-4, err_msg=name)
 

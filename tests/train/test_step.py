@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from train_testutil import TINY, make_setup, rollout_batch
+from train_testutil import TINY, make_setup, prepared, rollout_batch
 
 from calclip_jax.model import Transformer, token_logprobs_and_entropy
 from calclip_jax.rl.corrections import CorrectionConfig
@@ -20,7 +20,11 @@ from calclip_jax.train import (
     PPOUpdater,
     create_train_state,
     make_train_step,
+    step_flags,
 )
+
+FIRST = step_flags(new_batch=True, calibrate=True)  # first update of a calibrating RL step
+LATER = step_flags(new_batch=False, calibrate=True)  # a later update of it
 
 DIAGNOSTICS = (
     "entropy",
@@ -44,27 +48,20 @@ DIAGNOSTICS = (
 )
 
 
-def _prepared(step_cfg, state, seed=0):
-    updater = PPOUpdater(
-        TINY, step_cfg, train_step=None, epochs=1, num_minibatches=1, ref_params=state.params
-    )
-    return updater.prepare(state, rollout_batch(seed=seed))
-
-
 def test_fp8_calibrated_step_reports_every_diagnostic():
     rl = dataclasses.replace(get_preset("dapo"), correction=CorrectionConfig(mode="token_tis"))
     calib = CalibrationConfig(enabled=True, period=1)
     cfg, tx, state = make_setup("fp8_block", rl=rl, calibration=calib)
-    batch = _prepared(cfg, state)
+    batch = prepared(cfg, state)
     step = jax.jit(make_train_step(TINY, cfg, tx))
-    state, m1 = step(state, batch)
-    state, m2 = step(state, batch)
+    state, m1 = step(state, batch, FIRST)
+    state, m2 = step(state, batch, LATER)
     for name in DIAGNOSTICS:
         assert name in m2, name
         assert np.isfinite(m2[name]), (name, m2[name])
-    # step 0: ratio is exactly 1 (old log-probs from the same precision), so nothing is clipped
-    assert float(m1["ratio_neg_p50"]) == pytest.approx(1.0, abs=1e-6)
-    assert float(m1["clip_frac_lower_neg"]) == 0.0
+    # first update: theta == theta_old, the ratio is exactly 1, nothing is clipped or calibrated
+    assert float(m1["ratio_log_abs_max"]) == 0.0 and float(m1["clip_frac_lower_neg"]) == 0.0
+    assert float(m1["calibrated"]) == 0.0 and float(m1["clip_frac_lower_neg_ref"]) == 0.0
     assert int(state.step) == 2 and float(m2["calibrated"]) == 1.0
 
 
@@ -98,11 +95,14 @@ def test_calibration_off_is_plain_ppo():
     cfg, _, state = make_setup("fp32", rl=rl)
     tx = optax.sgd(1.0)  # linear in the gradient: Adam would amplify near-zero differences
     state = create_train_state(state.params, {}, tx, rl.eps_low, rl.eps_high)
-    batch = _prepared(cfg, state)
+    batch = prepared(cfg, state)
     # perturb params so the ratio leaves 1 and clipping is active
-    state = state.replace(params=jax.tree.map(lambda p: p * 1.3, state.params))
+    # and mark them as moved (one update applied in this batch): old_logp comes from the batch
+    state = state.replace(
+        params=jax.tree.map(lambda p: p * 1.3, state.params), batch_updates=jnp.int32(1)
+    )
     expected = jax.jit(_plain_ppo_params, static_argnums=(0, 1))(cfg, tx, state, batch)
-    new_state, metrics = jax.jit(make_train_step(TINY, cfg, tx))(state, batch)
+    new_state, metrics = jax.jit(make_train_step(TINY, cfg, tx))(state, batch, LATER)
     assert float(metrics["clip_frac"]) > 0
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), new_state.params, expected
@@ -112,48 +112,35 @@ def test_calibration_off_is_plain_ppo():
 
 def test_non_finite_gradient_skips_update():
     cfg, tx, state = make_setup("bf16")
-    batch = _prepared(cfg, state)
+    batch = prepared(cfg, state)
     batch["advantages"] = batch["advantages"].copy()
     batch["advantages"][0] = np.nan
     before = jax.tree.map(np.asarray, state.params)
-    new_state, metrics = jax.jit(make_train_step(TINY, cfg, tx))(state, batch)
+    new_state, metrics = jax.jit(make_train_step(TINY, cfg, tx))(state, batch, FIRST)
     jax.tree.map(np.testing.assert_array_equal, jax.tree.map(np.asarray, new_state.params), before)
     assert float(metrics["update_skipped"]) == 1.0 and int(new_state.skipped_updates) == 1
+    assert int(new_state.batch_updates) == 0  # nothing applied: still at theta_old
 
 
 def test_delayed_scaling_histories_update():
     cfg, tx, state = make_setup("fp8_delayed")
     assert state.fp8_meta, "delayed scaling must create fp8_meta state"
-    batch = _prepared(cfg, state)
-    new_state, _ = jax.jit(make_train_step(TINY, cfg, tx))(state, batch)
+    batch = prepared(cfg, state)
+    new_state, _ = jax.jit(make_train_step(TINY, cfg, tx))(state, batch, FIRST)
     leaves = jax.tree_util.tree_leaves_with_path(new_state.fp8_meta)
     for path, hist in leaves:
         assert float(hist[0]) > 0, f"{jax.tree_util.keystr(path)} did not record an amax"
-
-
-def test_calibration_period_gates_bounds():
-    calib = CalibrationConfig(enabled=True, period=2, ema_beta=0.0)
-    cfg, tx, state = make_setup("fp8_tensor", calibration=calib, lr=3e-2)
-    batch = _prepared(cfg, state)
-    step = jax.jit(make_train_step(TINY, cfg, tx))
-    flags, bounds = [], []
-    for _ in range(4):
-        state, m = step(state, batch)
-        flags.append(float(m["calibrated"]))
-        bounds.append((float(m["clip_lower"]), float(m["clip_upper"])))
-        assert np.isnan(m["clip_frac_lower_neg_ref"]) == (flags[-1] == 0.0)
-    assert flags == [1.0, 0.0, 1.0, 0.0]
-    assert bounds[1] == bounds[0] and bounds[3] == bounds[2]
 
 
 def test_ppo_updater_runs_epochs_times_minibatches():
     cfg, tx, state = make_setup("bf16")
     step = jax.jit(make_train_step(TINY, cfg, tx), donate_argnums=0)
     updater = PPOUpdater(TINY, cfg, step, epochs=2, num_minibatches=2, ref_params=state.params)
-    state, metrics, probe = updater.update(state, rollout_batch(), np.random.default_rng(0), True)
-    assert len(metrics) == 4 and int(state.step) == 4
+    rng = np.random.default_rng(0)
+    state, metrics, probe = updater.update(state, rollout_batch(), rng, rl_step=1, probe=True)
+    assert len(metrics) == 4 and int(state.step) == 4 and int(state.batch_updates) == 4
     assert all(np.isfinite(m["loss"]) for m in metrics)
-    assert metrics[0]["ratio_pos_p50"] == pytest.approx(1.0, abs=1e-6)
+    assert metrics[0]["ratio_log_abs_max"] == 0.0
     assert jnp.isfinite(metrics[-1]["grad_norm"])
     # bf16 trainer: the ratio probe's trainer and BF16-shadow ratios are the same numbers
     mask = probe["mask"]
@@ -172,7 +159,8 @@ def test_ratio_probe_keeps_the_batch_keys_the_step_was_compiled_for(calibrate):
     updater = PPOUpdater(TINY, cfg, step, num_minibatches=2, ref_params=state.params)
     keys = updater.batch_keys()
     rng = np.random.default_rng(0)
-    state, _, probed = updater.update(state, rollout_batch(seed=0), rng, probe=True)
+    state, _, probed = updater.update(state, rollout_batch(seed=0), rng, 1, probe=True)
     assert probed is not None and probed["ratio_ref"].shape == probed["ratio"].shape
     assert updater.batch_keys() == keys
-    assert tuple(updater.prepare(state, rollout_batch(seed=1))) == keys
+    plan = updater.plan(8, rng)
+    assert tuple(updater.prepare(state, rollout_batch(seed=1), plan, calibrate)[0]) == keys

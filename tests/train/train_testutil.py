@@ -8,6 +8,7 @@ from calclip_jax.fp8 import PrecisionPolicy
 from calclip_jax.model import ModelConfig
 from calclip_jax.train import (
     OptimConfig,
+    PPOUpdater,
     StepConfig,
     create_train_state,
     init_variables,
@@ -66,3 +67,10 @@ def make_setup(policy: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwa
     tx = make_optimizer(step_cfg.optim)
     state = create_train_state(params, meta, tx, step_cfg.rl.eps_low, step_cfg.rl.eps_high)
     return step_cfg, tx, state
+
+
+def prepared(step_cfg, state, seed: int = 0, batch: int = 8, calibrate: bool = True) -> dict:
+    """The whole synthetic batch as one minibatch, with old log-probs at `state` (theta_old)."""
+    updater = PPOUpdater(TINY, step_cfg, None, num_minibatches=1, ref_params=state.params)
+    rollout = rollout_batch(batch=batch, seed=seed)
+    return updater.prepare(state, rollout, [np.arange(batch)], calibrate)[0]

@@ -1,0 +1,54 @@
+"""The ratio is exactly 1 at theta_old in every precision, and the batch-composition effect of
+per-tensor scaling is measured apart from it (old log-probs under the update's composition)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from train_testutil import TINY, make_setup, rollout_batch
+
+from calclip_jax.fp8 import PRESETS
+from calclip_jax.train import CalibrationConfig, PPOUpdater, make_train_step
+
+BATCH_INVARIANT = ("fp32", "bf16", "fp8_channel", "fp8_block", "fp8_mx")  # per-row scales
+BATCH_DEPENDENT = ("fp8_tensor", "fp8_delayed")  # per-tensor amax (delayed: empty history)
+
+
+def _update(preset: str, calibrate: bool = True):
+    calib = CalibrationConfig(enabled=calibrate, period=1, ema_beta=0.0)
+    cfg, tx, state = make_setup(preset, calibration=calib, lr=3e-2)
+    step = jax.jit(make_train_step(TINY, cfg, tx), donate_argnums=0)
+    updater = PPOUpdater(TINY, cfg, step, epochs=2, num_minibatches=4, ref_params=state.params)
+    rng = np.random.default_rng(0)
+    return updater.update(state, rollout_batch(batch=16, seed=3), rng, rl_step=1, probe=True)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_ratio_is_exactly_one_at_the_first_update(preset):
+    state, metrics, _ = _update(preset)
+    first = metrics[0]
+    assert first["at_theta_old"] == 1.0 and first["ratio_log_abs_max"] == 0.0
+    assert first["clip_frac_lower_neg"] == 0.0 and first["clip_frac_upper_pos"] == 0.0
+    # the precomputed old log-probs of that minibatch vs the step's own forward: same
+    # parameters, same composition, another program (the grad one): float32 rounding at most
+    print(f"{preset}: old_logp_recompute_gap = {first['old_logp_recompute_gap']:.2e}")
+    assert first["old_logp_recompute_gap"] < 1e-5
+    assert all(m["at_theta_old"] == 0.0 for m in metrics[1:])
+    assert metrics[-1]["ratio_log_abs_max"] > 0.0  # later updates do move the policy
+    assert int(state.batch_updates) == 8
+
+
+@pytest.mark.parametrize("preset", BATCH_INVARIANT + BATCH_DEPENDENT)
+def test_composition_effect_is_measured_where_scales_span_the_batch(preset):
+    _, metrics, probed = _update(preset, calibrate=False)
+    gap = metrics[0]["composition_logp_max"]
+    print(f"{preset}: composition_logp_max = {gap:.2e}")
+    if preset in BATCH_INVARIANT:  # float32 summation order of other shapes at most
+        assert gap < 1e-5 and metrics[0]["composition_clip_lower_neg"] == 0.0
+    else:  # whole-batch old log-probs would start these ratios away from 1
+        assert gap > 1e-3 and metrics[0]["composition_logp_std"] > 0.0
+    mask = probed["mask"]
+    diff = probed["old_logp_minibatch"] - probed["old_logp_full"]
+    assert np.max(np.abs(diff[mask])) == pytest.approx(gap, rel=1e-6, abs=0.0)
+    assert "composition_logp_max" not in metrics[1]
