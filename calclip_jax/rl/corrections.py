@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from calclip_jax.rl.losses import LOG_RATIO_CLAMP
+from calclip_jax.rl.losses import clamp_log_ratio
 
 MODES = ("none", "token_tis", "seq_tis", "token_mis", "seq_mis", "geo_reject")
 
@@ -64,7 +64,7 @@ class CorrectionConfig:
 
 
 def _safe_exp(log_x: jax.Array) -> jax.Array:
-    return jnp.exp(jnp.clip(log_x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    return jnp.exp(clamp_log_ratio(log_x))
 
 
 def _inside(x: jax.Array, low: float, high: float) -> jax.Array:

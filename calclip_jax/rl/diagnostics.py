@@ -31,9 +31,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from calclip_jax.rl.losses import (
-    LOG_RATIO_CLAMP,
     broadcast_advantages,
     check_dual_clip,
+    clamp_log_ratio,
     clamped_ratio,
     kl_penalty,
 )
@@ -102,7 +102,7 @@ def rl_diagnostics(
             out[f"ratio_{sign}_{name}"] = values[i]
     if rollout_logp_BT is not None:
         diff_BT = jnp.where(valid_BT, old_logp_BT - rollout_logp_BT, 0.0)
-        safe_BT = jnp.clip(diff_BT, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+        safe_BT = clamp_log_ratio(diff_BT)
         out["mismatch_k3"] = _mean(jnp.expm1(safe_BT) - safe_BT, valid_BT)
         out["mismatch_logp_abs"] = _mean(jnp.abs(diff_BT), valid_BT)
         out["token_mult_prob_error"] = _mean(jnp.exp(jnp.abs(safe_BT)), valid_BT)

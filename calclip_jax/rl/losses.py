@@ -23,11 +23,15 @@ KL_ESTIMATORS = ("k1", "k2", "k3")
 LOG_RATIO_CLAMP = 20.0  # |log-ratio| bound before any exp (verl's SAFETY_BOUND)
 
 
+def clamp_log_ratio(log_ratio: jax.Array) -> jax.Array:
+    """log_ratio clipped to [-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP]: safe to exponentiate."""
+    return jnp.clip(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+
+
 def clamped_ratio(logp: jax.Array, base: jax.Array, mask: jax.Array) -> jax.Array:
-    """exp(clip(logp - base, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)) where mask, 1 elsewhere (the
-    gradient is 0 where the clamp binds and at masked positions; never NaN from garbage there)."""
-    log_ratio = jnp.where(mask.astype(bool), logp - base, 0.0)
-    return jnp.exp(jnp.clip(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    """exp(clamp_log_ratio(logp - base)) where mask, 1 elsewhere (the gradient is 0 where the
+    clamp binds and at masked positions; never NaN from garbage there)."""
+    return jnp.exp(clamp_log_ratio(jnp.where(mask.astype(bool), logp - base, 0.0)))
 
 
 def check_dual_clip(c: float | None) -> float | None:
@@ -73,7 +77,7 @@ def kl_penalty(logp_BT: jax.Array, ref_logp_BT: jax.Array, estimator: str = "k3"
     if estimator == "k2":
         return 0.5 * log_ratio_BT**2
     if estimator == "k3":
-        x_BT = jnp.clip(log_ratio_BT, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+        x_BT = clamp_log_ratio(log_ratio_BT)
         return jnp.expm1(x_BT) - x_BT
     raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
 

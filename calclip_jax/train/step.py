@@ -57,7 +57,7 @@ def _select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
 
 def make_train_step(
     model_config: ModelConfig, cfg: StepConfig, tx: optax.GradientTransformation
-) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
+) -> Callable[[TrainState, Batch, Flags], tuple[TrainState, Metrics]]:
     """The un-jitted step(state, batch, flags); flags from `step_flags`. See `jit_train_step`
     for the sharded, donated version."""
     rl, calib = cfg.rl, cfg.calibration
