@@ -18,6 +18,7 @@ Phases:
   stress_countdown  the stress arms on Countdown (configs/countdown.py, ~8-token answers).
   stress_dapo  the per-tensor stress arms and BF16 on Countdown under DAPO (no KL anchor).
   stress_seeds the stress arms without E5M2 on addition at seeds 1 and 2.
+  stress_dapo_seeds  the stress_dapo arms without E5M2 at seeds 1 and 2.
   stress_large BF16 and per-tensor FP8 stress arms on Countdown with an 8x larger model.
   ladder       MX scaling with E4M3, E5M2 and E2M1 (FP4) forwards, with and without CalClip.
   ladder_countdown  the ladder in the stress setting on Countdown.
@@ -187,9 +188,22 @@ def stress_dapo_arms() -> dict[str, dict]:
     }
 
 
+def stress_dapo_seed_arms() -> dict[str, dict]:
+    """BF16 and per-tensor FP8 (E4M3, with and without CalClip) under DAPO, to repeat at seeds."""
+    return {n: arm for n, arm in stress_dapo_arms().items() if not n.endswith("e5m2")}
+
+
+COUNTDOWN_PHASES = (
+    "stress_countdown",
+    "stress_dapo",
+    "stress_dapo_seeds",
+    "stress_large",
+    "ladder_countdown",
+)
 STRESS_SETTING = (
     "stress",
     "stress_seeds",
+    "stress_dapo_seeds",
     "stress_countdown",
     "stress_dapo",
     "stress_large",
@@ -206,6 +220,7 @@ PHASES = {
     "stress_countdown": stress_arms,
     "stress_dapo": stress_dapo_arms,
     "stress_seeds": stress_seed_arms,
+    "stress_dapo_seeds": stress_dapo_seed_arms,
     "stress_large": stress_large_arms,
     "ladder": ladder_arms,
     "ladder_countdown": ladder_arms,
@@ -216,10 +231,11 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     if phase not in PHASES:
         raise ValueError(f"study phase {phase!r}; allowed: {sorted(PHASES)}")
     c = ConfigDict()
-    countdown = phase in ("stress_countdown", "stress_dapo", "stress_large", "ladder_countdown")
-    c.base = "configs/countdown.py" if countdown else "configs/grpo.py"
+    c.base = "configs/countdown.py" if phase in COUNTDOWN_PHASES else "configs/grpo.py"
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
-    c.seeds = {"headline": [0, 1, 2], "stress_seeds": [1, 2]}.get(phase, [])
+    c.seeds = {"headline": [0, 1, 2], "stress_seeds": [1, 2], "stress_dapo_seeds": [1, 2]}.get(
+        phase, []
+    )
     common = STRESS_COMMON if phase in STRESS_SETTING else STUDY_COMMON
     c.common = ConfigDict(common, allow_dotted_keys=True)
     return c

@@ -40,6 +40,7 @@ PHASES = (
     "stress_countdown",
     "stress_dapo",
     "stress_seeds",
+    "stress_dapo_seeds",
     "stress_large",
     "ladder",
     "ladder_countdown",
@@ -60,6 +61,10 @@ SEED_RUNS = {
     "GRPO": (HEADLINE, ("{}", *(f"{{}}__seed{s}" for s in EXTRA_SEEDS))),
     "DAPO": (HEADLINE, ("dapo/dapo_{}", *(f"dapo_seeds/dapo_{{}}__seed{s}" for s in EXTRA_SEEDS))),
     "GRPO stress": (STRESS_ARMS, ("stress/{}", "stress_seeds/{}__seed1", "stress_seeds/{}__seed2")),
+    "DAPO stress, Countdown": (
+        ("bf16", "fp8_tensor_tis", "fp8_tensor_tis_calib"),
+        ("stress_dapo/{}", "stress_dapo_seeds/{}__seed1", "stress_dapo_seeds/{}__seed2"),
+    ),
 }
 GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
 LAST = 10  # "final" values: mean over the last LAST RL steps
@@ -374,7 +379,8 @@ def rebound_chart(arms: dict[str, dict], out: Path) -> None:
     names = [
         n
         for n in arms
-        if "__seed" not in n and not n.startswith(("seeds", "dapo_seeds", "stress_seeds"))
+        if "__seed" not in n
+        and not n.startswith(("seeds", "dapo_seeds", "stress_seeds", "stress_dapo_seeds"))
     ]
     values, colors = [], []
     palette = {"bf16": "0.5", "fp8": "C0", "e5m2": "C1", "fp4": "C3"}

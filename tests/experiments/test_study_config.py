@@ -33,8 +33,10 @@ def test_phase_arms_apply_to_their_base_config(phase):
     if phase in study.STRESS_SETTING:
         assert all(o["train.ppo_epochs"] * o["train.num_minibatches"] == 16 for o in arms.values())
         assert all(o["calibration.ema_beta"] == 0.0 for o in arms.values())
-    if phase in ("stress_countdown", "stress_dapo", "stress_large", "ladder_countdown"):
+    if phase in study.COUNTDOWN_PHASES:
         assert _base_config(c.base).task.name == "countdown"
+    if phase.startswith("stress_dapo"):
+        assert all(o["rl.preset"] == "dapo" for o in arms.values())
 
 
 def test_headline_seed_phases_cover_seeds_one_to_four():
