@@ -267,8 +267,9 @@ def distortion_bars(arms: dict[str, dict], out: Path) -> None:
             )
         ax.set_xticks(x, names)
         ax.set(title=title, ylabel="% of tokens clipped (static bounds)")
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.3)  # room for the legend above the bars
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper center", ncol=3)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
