@@ -31,12 +31,6 @@ from calclip_jax.train.state import TrainState
 from calclip_jax.train.step import step_flags
 
 ROLLOUT_KEYS = ("tokens", "positions", "attn_mask", "response_mask", "advantages", "rollout_logp")
-COMPOSITION_METRICS = (
-    "composition_logp_std",
-    "composition_logp_max",
-    "composition_clip_lower_neg",
-    "composition_clip_upper_pos",
-)
 
 
 def make_logprob_fn(
@@ -189,7 +183,7 @@ class PPOUpdater:
     ) -> tuple[TrainState, list[dict[str, float]], dict[str, np.ndarray] | None]:
         """Returns the new state, one metrics dict (host floats) per update, and with `probe`
         the `ratio_probe` arrays of this rollout batch (else None). With `probe` the first
-        update's metrics also carry the `COMPOSITION_METRICS`."""
+        update's metrics also carry the `composition_metrics`."""
         rollout = {k: np.asarray(v) for k, v in rollout.items()}
         n = rollout["tokens"].shape[0]
         plan = self.plan(n, rng)
