@@ -1,10 +1,9 @@
 """Rollout-trainer mismatch corrections: truncated / masked IS and geometric rejection.
 
-Definitions follow verl's rollout correction (`verl/trainer/ppo/rollout_corr_helper.py`,
-`compute_rollout_correction_and_rejection_mask`, with its `rollout_is` truncated weights and its
-`rollout_rs` rejection masks; docs/algo/rollout_corr_math.md). Per valid token
-log rho_t = old_logp_trainer - rollout_logp; every exponent is clamped to +-LOG_RATIO_CLAMP (20,
-verl's SAFETY_BOUND) first. S = sum_t log rho_t, Gm = S / n_valid (both over valid tokens).
+Definitions follow verl's rollout correction (truncated IS weights, "mask"-mode rejection).
+Per valid token log rho_t = old_logp_trainer - rollout_logp; every exponent is clamped to
++-LOG_RATIO_CLAMP (20, verl's safety bound) first. S = sum_t log rho_t, Gm = S / n_valid (both
+over valid tokens).
 
   mode        weight on kept tokens           kept (valid and ...)         verl equivalent
   none        1                               all                          off
@@ -15,7 +14,7 @@ verl's SAFETY_BOUND) first. S = sum_t log rho_t, Gm = S / n_valid (both over val
                                                                             + RS "sequence"
   geo_reject  1 (pure rejection, no IS)       1-d <= e^Gm <= 1+d            Geo-RS: RS "geometric"
 
-MIS is verl's "mask" mode (PR #3915 on): kept tokens keep their (untruncated) ratio and rejected
+MIS is verl's "mask" mode: kept tokens keep their (untruncated) ratio and rejected
 tokens leave the response mask, hence the loss denominator, rather than being weighted 0. The
 MIS weights equal verl's IS+RS presets whenever its IS threshold is >= mis_high (then its
 truncation never binds on kept tokens). token_mis is IcePop's M(k) = k on [alpha, beta]; IcePop's
@@ -34,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from calclip_jax.rl.losses import clamp_log_ratio
+from calclip_jax.rl.losses import clamped_exp
 
 MODES = ("none", "token_tis", "seq_tis", "token_mis", "seq_mis", "geo_reject")
 
@@ -63,10 +62,6 @@ class CorrectionConfig:
         return dataclasses.asdict(self)
 
 
-def _safe_exp(log_x: jax.Array) -> jax.Array:
-    return jnp.exp(clamp_log_ratio(log_x))
-
-
 def _inside(x: jax.Array, low: float, high: float) -> jax.Array:
     return (x >= low) & (x <= high)
 
@@ -87,7 +82,7 @@ def mismatch_weights(
     valid_BT = mask_BT.astype(bool)
     log_rho_BT = jnp.where(valid_BT, old_logp_BT - rollout_logp_BT, 0.0).astype(jnp.float32)
     log_rho_BT = lax.stop_gradient(log_rho_BT)
-    rho_BT = _safe_exp(log_rho_BT)
+    rho_BT = clamped_exp(log_rho_BT)
     seq_log_B1 = jnp.sum(log_rho_BT, axis=-1, keepdims=True)
     shape = rho_BT.shape
     accept_BT = jnp.ones(shape, bool)
@@ -97,17 +92,17 @@ def mismatch_weights(
     elif mode == "token_tis":
         w_BT = jnp.minimum(rho_BT, config.tis_cap)
     elif mode == "seq_tis":
-        w_BT = jnp.broadcast_to(jnp.minimum(_safe_exp(seq_log_B1), config.tis_cap), shape)
+        w_BT = jnp.broadcast_to(jnp.minimum(clamped_exp(seq_log_B1), config.tis_cap), shape)
     elif mode == "token_mis":
         w_BT = rho_BT
         accept_BT = _inside(rho_BT, config.mis_low, config.mis_high)
     elif mode == "seq_mis":
-        seq_rho_B1 = _safe_exp(seq_log_B1)
+        seq_rho_B1 = clamped_exp(seq_log_B1)
         w_BT = jnp.broadcast_to(seq_rho_B1, shape)
         accept_BT = jnp.broadcast_to(_inside(seq_rho_B1, config.mis_low, config.mis_high), shape)
     else:  # geo_reject
         n_B1 = jnp.maximum(jnp.sum(valid_BT, axis=-1, keepdims=True), 1)
-        geo_B1 = _safe_exp(seq_log_B1 / n_B1)
+        geo_B1 = clamped_exp(seq_log_B1 / n_B1)
         low = 1.0 - config.geo_delta if config.geo_delta < 1.0 else -math.inf
         w_BT = jnp.ones(shape, jnp.float32)
         accept_BT = jnp.broadcast_to(_inside(geo_B1, low, 1.0 + config.geo_delta), shape)

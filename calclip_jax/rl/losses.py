@@ -28,10 +28,15 @@ def clamp_log_ratio(log_ratio: jax.Array) -> jax.Array:
     return jnp.clip(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
 
 
+def clamped_exp(log_ratio: jax.Array) -> jax.Array:
+    """exp(clamp_log_ratio(log_ratio)): finite for any finite log-ratio."""
+    return jnp.exp(clamp_log_ratio(log_ratio))
+
+
 def clamped_ratio(logp: jax.Array, base: jax.Array, mask: jax.Array) -> jax.Array:
-    """exp(clamp_log_ratio(logp - base)) where mask, 1 elsewhere (the gradient is 0 where the
-    clamp binds and at masked positions; never NaN from garbage there)."""
-    return jnp.exp(clamp_log_ratio(jnp.where(mask.astype(bool), logp - base, 0.0)))
+    """clamped_exp(logp - base) where mask, 1 elsewhere (the gradient is 0 where the clamp binds
+    and at masked positions; never NaN from garbage there)."""
+    return clamped_exp(jnp.where(mask.astype(bool), logp - base, 0.0))
 
 
 def check_dual_clip(c: float | None) -> float | None:

@@ -136,8 +136,6 @@ def make_train_step(
                 kl_beta=rl.kl_beta,
                 kl_estimator=rl.kl_estimator,
             )
-            gap_BT = jnp.abs(own_BT - batch["old_logp"])
-            gap = jnp.max(jnp.where(mask_BT.astype(bool), gap_BT, 0.0))
             aux = (
                 loss_aux,
                 logp_BT,
@@ -147,14 +145,14 @@ def make_train_step(
                 smoothed_in,
                 weights_BT,
                 new_meta,
-                {**corr_aux, **calib_aux, "old_logp_recompute_gap": gap},
+                {**corr_aux, **calib_aux},
             )
             return loss, aux
 
         grad_fn = jax.grad(loss_fn, argnums=(0, 1), has_aux=True)
         (grads, meta_grads), aux = grad_fn(state.params, state.fp8_meta)
-        (loss_aux, logp_BT, old_logp_BT, entropy_BT, bounds, smoothed_in, weights_BT) = aux[:7]
-        new_meta, extra = aux[7:]
+        loss_aux, logp_BT, old_logp_BT, entropy_BT, bounds, smoothed_in, weights_BT, *rest = aux
+        new_meta, extra = rest
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(grad_norm)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
@@ -196,7 +194,12 @@ def make_train_step(
             if name.startswith("calib_"):
                 value = jnp.where(do_calib, value, nan)
             metrics[name] = value
-        metrics["old_logp_recompute_gap"] = jnp.where(at_old, extra["old_logp_recompute_gap"], nan)
+        valid_BT = mask_BT.astype(bool)
+        abs_max = lambda x_BT: jnp.max(jnp.where(valid_BT, jnp.abs(x_BT), 0.0))
+        # at theta_old: the precomputed old log-probs vs this step's own forward (same inputs)
+        metrics["old_logp_recompute_gap"] = jnp.where(
+            at_old, abs_max(logp_BT - batch["old_logp"]), nan
+        )
         metrics.update(
             loss=loss_aux["pg_loss"] + rl.kl_beta * loss_aux.get("kl_loss", 0.0),
             pg_loss=loss_aux["pg_loss"],
@@ -206,9 +209,7 @@ def make_train_step(
             skipped_updates=new_state.skipped_updates.astype(jnp.float32),
             calibrated=(smoothed_in & finite).astype(jnp.float32),
             at_theta_old=at_old.astype(jnp.float32),
-            ratio_log_abs_max=jnp.max(
-                jnp.where(mask_BT.astype(bool), jnp.abs(logp_BT - old_logp_BT), 0.0)
-            ),
+            ratio_log_abs_max=abs_max(logp_BT - old_logp_BT),
         )
         return new_state, {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}
 
