@@ -18,19 +18,19 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.presets import get_preset
 from calclip_jax.train import (
     CalibrationConfig,
     OptimConfig,
     PPOUpdater,
-    StepConfig,
+    UpdateConfig,
     create_train_state,
     init_variables,
     make_optimizer,
-    make_train_step,
-    step_flags,
+    make_update_step,
+    update_flags,
 )
 
 _PRESET = flags.DEFINE_string("preset", "small", "Model preset.")
@@ -69,20 +69,20 @@ def main(argv: list[str]) -> None:
     rollout = synthetic_batch(model_cfg, _BATCH.value, _SEQ.value)
     runners = {}
     for name, calib in arms.items():
-        cfg = StepConfig(
-            policy=PrecisionPolicy.preset(_PRECISION.value),
+        cfg = UpdateConfig(
+            recipe=PrecisionRecipe.preset(_PRECISION.value),
             rl=rl,
             calibration=calib,
             optim=OptimConfig(learning_rate=1e-5),
         )
-        params, meta = init_variables(model_cfg, cfg.policy, jax.random.key(0))
+        params, meta = init_variables(model_cfg, cfg.recipe, jax.random.key(0))
         tx = make_optimizer(cfg.optim)
         state = create_train_state(params, meta, tx, rl.eps_low, rl.eps_high)
-        step = jax.jit(make_train_step(model_cfg, cfg, tx), donate_argnums=0)
+        step = jax.jit(make_update_step(model_cfg, cfg, tx), donate_argnums=0)
         updater = PPOUpdater(model_cfg, cfg, step, num_minibatches=1)
         batch = updater.prepare(state, rollout, [np.arange(_BATCH.value)], calib.enabled)[0]
-        state, m = step(state, batch, step_flags(True, False))  # compile; leaves theta_old
-        state, m = step(state, batch, step_flags(False, calib.enabled))  # compile
+        state, m = step(state, batch, update_flags(True, False))  # compile; leaves theta_old
+        state, m = step(state, batch, update_flags(False, calib.enabled))  # compile
         jax.block_until_ready(m)
         runners[name] = [state, step, batch, []]
     for _ in range(_ROUNDS.value):
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> None:
             start = time.perf_counter()
             for i in range(_STEPS.value):
                 due = name == "K=1" or (name == "K=20" and i % 20 == 0)
-                state, m = step(state, batch, step_flags(False, due))
+                state, m = step(state, batch, update_flags(False, due))
             jax.block_until_ready(m)
             times.append((time.perf_counter() - start) / _STEPS.value)
             run[0] = state

@@ -13,7 +13,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig, Transformer, forward_logits, token_logprobs_and_entropy
 from calclip_jax.rollout import sample
 
@@ -40,7 +40,7 @@ def main() -> None:
         cfg, max_seq_len=max(cfg.max_seq_len, args.prompt_len + args.new_tokens)
     )
     tokens = jnp.zeros((1, 4), jnp.int32)
-    params = jax.jit(Transformer(cfg, PrecisionPolicy.preset("fp32")).init)(
+    params = jax.jit(Transformer(cfg, PrecisionRecipe.preset("fp32")).init)(
         jax.random.key(0), tokens, tokens, jnp.ones_like(tokens)
     )["params"]
     prompt = jax.random.randint(jax.random.key(1), (args.batch, args.prompt_len), 1, cfg.vocab_size)
@@ -49,7 +49,7 @@ def main() -> None:
 
     def run(preset: str, use_cache: bool):
         return lambda: sample(
-            params, cfg, PrecisionPolicy.preset(preset), prompt, mask, jax.random.key(2),
+            params, cfg, PrecisionRecipe.preset(preset), prompt, mask, jax.random.key(2),
             num_samples=args.samples, max_new_tokens=args.new_tokens, eos_id=-1, pad_id=0,
             use_cache=use_cache,
         )  # fmt: skip
@@ -74,7 +74,7 @@ def main() -> None:
     fwd = jax.jit(forward_logits, static_argnums=(0, 3))
 
     def logp(preset: str) -> jax.Array:
-        logits = fwd(cfg, params, batch.tokens, PrecisionPolicy.preset(preset), batch.attn_mask)
+        logits = fwd(cfg, params, batch.tokens, PrecisionRecipe.preset(preset), batch.attn_mask)
         return token_logprobs_and_entropy(logits, batch.tokens, batch.response_mask)[0]
 
     ref, m = logp("bf16"), batch.response_mask.astype(jnp.float32)

@@ -55,7 +55,7 @@ def base_config() -> ConfigDict:
     c.train.ppo_epochs = 1  # passes over each rollout batch
     c.train.num_minibatches = 2  # minibatch updates per pass
     c.train.learning_rate = 1e-4  # AdamW peak learning rate
-    c.train.warmup_steps = 0  # linear warmup (train steps)
+    c.train.warmup_updates = 0  # linear warmup (optimizer updates)
     c.train.weight_decay = 0.0  # AdamW weight decay
     c.train.grad_clip_norm = 1.0  # global-norm clipping (0 = off)
 

@@ -12,7 +12,7 @@ import jax
 from ml_collections import ConfigDict
 
 from calclip_jax.data import SPLITS, Example, load_split
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.train.build import RunSpec, build_run_spec
 from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
 from calclip_jax.train.multihost import is_leader, leader_first
@@ -35,10 +35,10 @@ def warm_start(
     log: Callable[[str], None],
 ) -> tuple[Any, dict]:
     """Initial params (seeded) trained by SFT, or the cached result of an identical SFT."""
-    params, _ = init_variables(spec.model, spec.step.policy, jax.random.key(config.seed))
+    params, _ = init_variables(spec.model, spec.step.recipe, jax.random.key(config.seed))
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
     test = splits["test"][: config.eval.num_prompts]
-    fp32 = PrecisionPolicy.preset("fp32")
+    fp32 = PrecisionRecipe.preset("fp32")
 
     def evaluate(p: Any) -> dict[str, float]:
         return greedy_eval(

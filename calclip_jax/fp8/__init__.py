@@ -1,4 +1,4 @@
-"""FP8 numerics: formats, scaled quantization, delayed scaling, FP8 dot_general, policy layers."""
+"""FP8 numerics: formats, scaled quantization, delayed scaling, FP8 dot_general, recipe layers."""
 
 from calclip_jax.fp8.delayed import (
     amax_from_history,
@@ -7,7 +7,7 @@ from calclip_jax.fp8.delayed import (
     scale_from_history,
     update_history,
 )
-from calclip_jax.fp8.dense import FP8_META, PolicyDense
+from calclip_jax.fp8.dense import FP8_META, RecipeDense
 from calclip_jax.fp8.dot import fp8_dot_general, quantize_operand
 from calclip_jax.fp8.formats import (
     fmt_max,
@@ -21,8 +21,7 @@ from calclip_jax.fp8.formats import (
     to_e8m0,
 )
 from calclip_jax.fp8.kv import dequantize_kv, quantize_kv
-from calclip_jax.fp8.matmul import matmul_precisions, policy_dot_general, policy_einsum
-from calclip_jax.fp8.policy import PRESETS, PrecisionPolicy, TensorPrecision
+from calclip_jax.fp8.matmul import matmul_precisions, recipe_dot_general, recipe_einsum
 from calclip_jax.fp8.quantize import (
     QuantizedArray,
     compute_scale,
@@ -31,13 +30,14 @@ from calclip_jax.fp8.quantize import (
     quantize,
     quantize_dequantize,
 )
+from calclip_jax.fp8.recipe import PRESETS, PrecisionRecipe, TensorPrecision
 
 __all__ = [
     "FP8_META",
     "PRESETS",
-    "PolicyDense",
-    "PrecisionPolicy",
+    "PrecisionRecipe",
     "QuantizedArray",
+    "RecipeDense",
     "TensorPrecision",
     "amax_from_history",
     "compute_scale",
@@ -54,12 +54,12 @@ __all__ = [
     "matmul_precisions",
     "max_scale_exp",
     "merge_fp8_meta",
-    "policy_dot_general",
-    "policy_einsum",
     "quantize",
     "quantize_dequantize",
     "quantize_kv",
     "quantize_operand",
+    "recipe_dot_general",
+    "recipe_einsum",
     "resolve_format",
     "round_scale_pow2",
     "scale_from_history",

@@ -1,6 +1,6 @@
-"""``PolicyDense``: a Flax linen dense layer whose matmul precision comes from a policy.
+"""``RecipeDense``: a Flax linen dense layer whose matmul precision comes from a recipe.
 
-Params: ``kernel`` [in, out] and optional ``bias`` [out], identical for every policy. Only
+Params: ``kernel`` [in, out] and optional ``bias`` [out], identical for every recipe. Only
 "delayed" precisions add state, in the "fp8_meta" collection (per-tensor amax histories):
 - ``x_amax_history`` / ``kernel_amax_history``: updated in the forward pass when the collection
   is mutable (``apply(..., mutable=["fp8_meta"])``); the scale at step t uses the history before t.
@@ -20,17 +20,17 @@ import jax
 import jax.numpy as jnp
 
 from calclip_jax.fp8.delayed import init_history, scale_from_history, update_history
-from calclip_jax.fp8.matmul import matmul_precisions, policy_dot_general
-from calclip_jax.fp8.policy import PrecisionPolicy, TensorPrecision
+from calclip_jax.fp8.matmul import matmul_precisions, recipe_dot_general
+from calclip_jax.fp8.recipe import PrecisionRecipe, TensorPrecision
 
 FP8_META = "fp8_meta"
 
 
-class PolicyDense(nn.Module):
+class RecipeDense(nn.Module):
     """Dense layer ``x @ kernel (+ bias)`` with inputs [..., in]; float32 output."""
 
     features: int
-    policy: PrecisionPolicy
+    recipe: PrecisionRecipe
     role: str = "dense"
     use_bias: bool = False
     kernel_init: Any = nn.initializers.lecun_normal()
@@ -57,7 +57,7 @@ class PolicyDense(nn.Module):
         kernel = self.param(
             "kernel", self.kernel_init, (x.shape[-1], self.features), self.param_dtype
         )
-        act, wgt, grad = matmul_precisions(self.policy, self.role)
+        act, wgt, grad = matmul_precisions(self.recipe, self.role)
         kwargs: dict[str, Any] = {}
         if act.is_delayed:
             kwargs["lhs_scale"] = self._delayed_scale("x_amax_history", x, act)
@@ -69,7 +69,7 @@ class PolicyDense(nn.Module):
         elif grad.is_delayed:
             grad = TensorPrecision(grad.dtype, "tensor")
         dn = (((x.ndim - 1,), (0,)), ((), ()))
-        y = policy_dot_general(x, kernel, dn, act, wgt, grad, **kwargs)
+        y = recipe_dot_general(x, kernel, dn, act, wgt, grad, **kwargs)
         if self.use_bias:
             bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype)
             y = y + bias.astype(jnp.float32)

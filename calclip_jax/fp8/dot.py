@@ -28,8 +28,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from calclip_jax.fp8.delayed import scale_from_history, update_history
-from calclip_jax.fp8.policy import TensorPrecision
 from calclip_jax.fp8.quantize import QuantizedArray, dequantize, quantize, quantize_dequantize
+from calclip_jax.fp8.recipe import TensorPrecision
 
 DimensionNumbers = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], ...]]
 E4M3 = TensorPrecision("e4m3", "tensor")

@@ -2,7 +2,7 @@
 
 ``x`` is [..., head_dim] (e.g. [B, T, H, Dh]); FP8 values keep x's shape and the scale is
 [..., 1] (float32). For "bf16" / "fp32" the values are just cast and the scale is all ones, so
-the cache layout does not depend on the policy. The FP8 granularity field is ignored (always
+the cache layout does not depend on the recipe. The FP8 granularity field is ignored (always
 per token and head); ``pow2_scale`` and ``margin`` apply.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from calclip_jax.fp8.policy import TensorPrecision
 from calclip_jax.fp8.quantize import quantize
+from calclip_jax.fp8.recipe import TensorPrecision
 
 
 def quantize_kv(x: jnp.ndarray, prec: TensorPrecision) -> tuple[jnp.ndarray, jnp.ndarray]:

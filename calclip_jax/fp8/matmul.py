@@ -1,6 +1,6 @@
-"""Policy-driven matmuls: pick the f32, bf16 or FP8 path from ``TensorPrecision``s.
+"""Recipe-driven matmuls: pick the f32, bf16 or FP8 path from ``TensorPrecision``s.
 
-Only the parameter matmuls (projections, MLP, lm_head) are policy-controlled; the attention
+Only the parameter matmuls (projections, MLP, lm_head) are recipe-controlled; the attention
 score/value matmuls are not (models keep them in bf16/f32).
 """
 
@@ -13,28 +13,28 @@ import jax.numpy as jnp
 from jax import lax
 
 from calclip_jax.fp8.dot import fp8_dot_general
-from calclip_jax.fp8.policy import PrecisionPolicy, TensorPrecision
+from calclip_jax.fp8.recipe import PrecisionRecipe, TensorPrecision
 
 ROLES = ("dense", "lm_head")
 
 
 def matmul_precisions(
-    policy: PrecisionPolicy, role: str = "dense"
+    recipe: PrecisionRecipe, role: str = "dense"
 ) -> tuple[TensorPrecision, TensorPrecision, TensorPrecision]:
     """(activations, weights, gradients) precisions of a matmul with ``role`` "dense"/"lm_head".
 
-    For "lm_head", ``policy.lm_head`` sets both operands; the gradient uses ``policy.gradients``
+    For "lm_head", ``recipe.lm_head`` sets both operands; the gradient uses ``recipe.gradients``
     when lm_head is FP8, else lm_head's own dtype.
     """
     if role not in ROLES:
         raise ValueError(f"role={role!r} is not allowed; choose one of {list(ROLES)}")
     if role == "dense":
-        return policy.activations, policy.weights, policy.gradients
-    head = policy.lm_head
-    return head, head, policy.gradients if head.is_fp8 else head
+        return recipe.activations, recipe.weights, recipe.gradients
+    head = recipe.lm_head
+    return head, head, recipe.gradients if head.is_fp8 else head
 
 
-def policy_dot_general(
+def recipe_dot_general(
     lhs: jnp.ndarray,
     rhs: jnp.ndarray,
     dimension_numbers: Any,
@@ -91,17 +91,17 @@ def _parse_einsum(eqn: str, lhs_ndim: int, rhs_ndim: int) -> tuple[Any, tuple[in
     return dn, tuple(result.index(c) for c in out)
 
 
-def policy_einsum(
-    eqn: str, x: jnp.ndarray, w: jnp.ndarray, policy: PrecisionPolicy, role: str = "dense"
+def recipe_einsum(
+    eqn: str, x: jnp.ndarray, w: jnp.ndarray, recipe: PrecisionRecipe, role: str = "dense"
 ) -> jnp.ndarray:
-    """Two-operand einsum (activation ``x``, weight ``w``) under the policy; float32 out.
+    """Two-operand einsum (activation ``x``, weight ``w``) under the recipe; float32 out.
 
     Stateless: "delayed" operands fall back to current per-tensor scaling and a delayed
-    gradient precision to "tensor" (use ``PolicyDense`` for real delayed scaling).
+    gradient precision to "tensor" (use ``RecipeDense`` for real delayed scaling).
     """
-    act, wgt, grad = (_stateless(p) for p in matmul_precisions(policy, role))
+    act, wgt, grad = (_stateless(p) for p in matmul_precisions(recipe, role))
     dn, perm = _parse_einsum(eqn, x.ndim, w.ndim)
-    out = policy_dot_general(x, w, dn, act, wgt, grad)
+    out = recipe_dot_general(x, w, dn, act, wgt, grad)
     return jnp.transpose(out, perm)
 
 

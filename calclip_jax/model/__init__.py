@@ -1,4 +1,4 @@
-"""Llama/Qwen-family decoder with a precision policy, KV cache, log-probs and HF import."""
+"""Llama/Qwen-family decoder with a precision recipe, KV cache, log-probs and HF import."""
 
 from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.forward import forward_logits, positions_from_mask

@@ -1,8 +1,8 @@
 """Grouped-query self-attention with RoPE, optional QK-norm and an optional KV cache.
 
-The q/k/v/o projections are `PolicyDense` (precision-policy controlled). The score and value
-matmuls are not policy-controlled: they run with bfloat16 operands and float32 accumulation, or
-fully in float32 when the policy's activations are fp32. K and V always pass through the policy's
+The q/k/v/o projections are `RecipeDense` (precision-recipe controlled). The score and value
+matmuls are not recipe-controlled: they run with bfloat16 operands and float32 accumulation, or
+fully in float32 when the recipe's activations are fp32. K and V always pass through the recipe's
 `kv_cache` precision (stored quantized in the cache, quantize-dequantized without one), so cached
 decoding and full recomputation see the same keys and values.
 """
@@ -13,7 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from calclip_jax.fp8 import PolicyDense, PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe, RecipeDense
 from calclip_jax.model import kv_cache
 from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.layers import RMSNorm, apply_rope
@@ -21,9 +21,9 @@ from calclip_jax.model.layers import RMSNorm, apply_rope
 _MASKED = -1e30
 
 
-def attention_compute_dtype(policy: PrecisionPolicy) -> jnp.dtype:
-    """float32 when the policy's activations are fp32, else bfloat16 (operands only)."""
-    return jnp.float32 if policy.activations.dtype == "fp32" else jnp.bfloat16
+def attention_compute_dtype(recipe: PrecisionRecipe) -> jnp.dtype:
+    """float32 when the recipe's activations are fp32, else bfloat16 (operands only)."""
+    return jnp.float32 if recipe.activations.dtype == "fp32" else jnp.bfloat16
 
 
 def attend(
@@ -57,7 +57,7 @@ class Attention(nn.Module):
     """Self-attention block body: projections, QK-norm, RoPE, cache update, attention, o_proj."""
 
     config: ModelConfig
-    policy: PrecisionPolicy
+    recipe: PrecisionRecipe
 
     @nn.compact
     def __call__(
@@ -69,12 +69,12 @@ class Attention(nn.Module):
         layer_cache: dict[str, jax.Array] | None = None,
         cache_index: jax.Array | None = None,
     ) -> tuple[jax.Array, dict[str, jax.Array] | None]:
-        cfg, pol = self.config, self.policy
+        cfg, pol = self.config, self.recipe
         b, t, _ = x_BTD.shape
         bias = cfg.attention_bias
 
         def proj(name: str, heads: int) -> jax.Array:
-            out = PolicyDense(heads * cfg.head_dim, pol, use_bias=bias, name=name)(x_BTD)
+            out = RecipeDense(heads * cfg.head_dim, pol, use_bias=bias, name=name)(x_BTD)
             return out.reshape(b, t, heads, cfg.head_dim)
 
         q_BTNH = proj("q_proj", cfg.n_heads)
@@ -95,4 +95,4 @@ class Attention(nn.Module):
 
         out_BTNH = attend(q_BTNH, k_BSKH, v_BSKH, mask_BTS, attention_compute_dtype(pol))
         out_BTD = out_BTNH.reshape(b, t, cfg.n_heads * cfg.head_dim)
-        return PolicyDense(cfg.d_model, pol, name="o_proj")(out_BTD), layer_cache
+        return RecipeDense(cfg.d_model, pol, name="o_proj")(out_BTD), layer_cache

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.transformer import Transformer
 
@@ -17,9 +17,9 @@ def positions_from_mask(attn_mask_BT: jax.Array) -> jax.Array:
     return jnp.maximum(jnp.cumsum(attn_mask_BT.astype(jnp.int32), axis=1) - 1, 0)
 
 
-def fp32_policy() -> PrecisionPolicy:
-    """The float32 reference policy (KV cache in float32 too)."""
-    pol = PrecisionPolicy.preset("fp32")
+def fp32_recipe() -> PrecisionRecipe:
+    """The float32 reference recipe (KV cache in float32 too)."""
+    pol = PrecisionRecipe.preset("fp32")
     return pol
 
 
@@ -27,20 +27,20 @@ def forward_logits(
     model_config: ModelConfig,
     params: Any,
     tokens: jax.Array,
-    policy: PrecisionPolicy | None = None,
+    recipe: PrecisionRecipe | None = None,
     attn_mask: jax.Array | None = None,
     fp8_meta: Any = None,
 ) -> jax.Array:
-    """float32 logits [B, T, V] for tokens [B, T]; policy defaults to the fp32 preset.
+    """float32 logits [B, T, V] for tokens [B, T]; recipe defaults to the fp32 preset.
 
     `attn_mask` (1 = real token) supports left padding; positions are derived from it.
     """
-    policy = fp32_policy() if policy is None else policy
+    recipe = fp32_recipe() if recipe is None else recipe
     attn_mask = jnp.ones(tokens.shape, jnp.int32) if attn_mask is None else attn_mask
     variables = {"params": params}
     if fp8_meta is not None:
         variables["fp8_meta"] = fp8_meta
-    logits, _ = Transformer(model_config, policy).apply(
+    logits, _ = Transformer(model_config, recipe).apply(
         variables, tokens, positions_from_mask(attn_mask), attn_mask
     )
     return logits

@@ -1,6 +1,6 @@
 """Static-shape KV cache: per-layer K/V buffers [B, S, K, H] plus a key-validity mask [B, S].
 
-Storage follows the policy's `kv_cache` precision: float32, bfloat16, or FP8 values with one
+Storage follows the recipe's `kv_cache` precision: float32, bfloat16, or FP8 values with one
 float32 scale per token and kv-head (computed at each write step, so every decode step gets its
 own scales). Layout: {"key_mask": [B, S] bool, "layers_{i}": {"k", "v"[, "k_scale", "v_scale"]}}.
 """

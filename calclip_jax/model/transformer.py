@@ -1,4 +1,4 @@
-"""Llama/Qwen-family decoder-only transformer whose dense matmuls follow a PrecisionPolicy."""
+"""Llama/Qwen-family decoder-only transformer whose dense matmuls follow a PrecisionRecipe."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from calclip_jax.fp8 import PolicyDense, PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe, RecipeDense
 from calclip_jax.model import kv_cache
 from calclip_jax.model.attention import Attention
 from calclip_jax.model.config import ModelConfig
@@ -19,12 +19,12 @@ class Block(nn.Module):
     """Pre-norm residual block: attention then SwiGLU MLP."""
 
     config: ModelConfig
-    policy: PrecisionPolicy
+    recipe: PrecisionRecipe
 
     @nn.compact
     def __call__(self, x_BTD, cos_BTH, sin_BTH, mask_BTS, layer_cache=None, cache_index=None):
         eps = self.config.norm_eps
-        attn_out, layer_cache = Attention(self.config, self.policy, name="attn")(
+        attn_out, layer_cache = Attention(self.config, self.recipe, name="attn")(
             RMSNorm(eps, name="attn_norm")(x_BTD),
             cos_BTH,
             sin_BTH,
@@ -33,7 +33,7 @@ class Block(nn.Module):
             cache_index,
         )
         x_BTD = x_BTD + attn_out
-        x_BTD = x_BTD + MLP(self.config, self.policy, name="mlp")(
+        x_BTD = x_BTD + MLP(self.config, self.recipe, name="mlp")(
             RMSNorm(eps, name="mlp_norm")(x_BTD)
         )
         return x_BTD, layer_cache
@@ -64,7 +64,7 @@ class Transformer(nn.Module):
     """
 
     config: ModelConfig
-    policy: PrecisionPolicy
+    recipe: PrecisionRecipe
 
     @nn.compact
     def __call__(
@@ -84,16 +84,16 @@ class Transformer(nn.Module):
         for i in range(cfg.n_layers):
             name = f"layers_{i}"
             layer_cache = None if cache is None else cache[name]
-            x_BTD, layer_cache = Block(cfg, self.policy, name=name)(
+            x_BTD, layer_cache = Block(cfg, self.recipe, name=name)(
                 x_BTD, cos_BTH, sin_BTH, mask_BTS, layer_cache, cache_index
             )
             if new_cache is not None:
                 new_cache[name] = layer_cache
         x_BTD = RMSNorm(cfg.norm_eps, name="final_norm")(x_BTD)
         if cfg.tie_embeddings:
-            logits_BTV = tied_lm_head(x_BTD, embed.embedding, self.policy)
+            logits_BTV = tied_lm_head(x_BTD, embed.embedding, self.recipe)
         else:
-            logits_BTV = PolicyDense(cfg.vocab_size, self.policy, role="lm_head", name="lm_head")(
+            logits_BTV = RecipeDense(cfg.vocab_size, self.recipe, role="lm_head", name="lm_head")(
                 x_BTD
             )
         return logits_BTV.astype(jnp.float32), new_cache

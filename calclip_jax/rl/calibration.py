@@ -43,7 +43,7 @@ SOLVERS = ("auto", "sort", "bisect")
 class CalibrationConfig:
     """Knobs of Calibrated Clipping. The period counts RL steps: RL steps 1, 1 + period, ...
     calibrate, at every update of their batch where theta != theta_old (all but the first; see
-    `train/step.py`), each smoothing its bounds into the state."""
+    `train/update_step.py`), each smoothing its bounds into the state."""
 
     enabled: bool = False  # off: static bounds, no shadow forwards
     upper_rule: str = "balance"  # one of UPPER_RULES

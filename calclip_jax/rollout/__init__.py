@@ -1,4 +1,4 @@
-"""Rollout sampler: prefill + KV-cache decode with the rollout precision policy."""
+"""Rollout sampler: prefill + KV-cache decode with the rollout precision recipe."""
 
 from calclip_jax.rollout.batch import RolloutBatch
 from calclip_jax.rollout.sampler import sample

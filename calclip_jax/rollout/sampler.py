@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.forward import positions_from_mask
 from calclip_jax.model.kv_cache import init_cache
@@ -21,7 +21,7 @@ from calclip_jax.rollout.weight_sync import sync_weights
 def sample(
     params: Any,
     model_config: ModelConfig,
-    policy: PrecisionPolicy,
+    recipe: PrecisionRecipe,
     prompt_tokens_BP: jax.Array,
     prompt_mask_BP: jax.Array,
     rng: jax.Array,
@@ -40,13 +40,13 @@ def sample(
 
     `rollout_logp` is the log-prob of each drawn token under the distribution it was drawn from
     (logits / temperature, top-k / top-p applied). `params` are the trainer's master weights;
-    they are quantized here once per call per the rollout `policy` (weight sync). Decoding
+    they are quantized here once per call per the rollout `recipe` (weight sync). Decoding
     stops at EOS per row, or when every row is done, or after `max_new_tokens`.
     `use_cache=False` recomputes the full sequence each step (reference and benchmark
     baseline). Prompts must be left-padded (prompt_mask_BP = 1 on real tokens).
     """
-    if policy.any_delayed and fp8_meta is None:
-        raise ValueError("a policy with delayed scaling needs fp8_meta (the trainer's amax state)")
+    if recipe.any_delayed and fp8_meta is None:
+        raise ValueError("a recipe with delayed scaling needs fp8_meta (the trainer's amax state)")
     return _sample_jit(
         params,
         fp8_meta,
@@ -56,7 +56,7 @@ def sample(
         jnp.int32(eos_id),
         jnp.int32(pad_id),
         config=model_config,
-        policy=policy,
+        recipe=recipe,
         num_samples=num_samples,
         max_new_tokens=max_new_tokens,
         temperature=float(temperature),
@@ -68,7 +68,7 @@ def sample(
 
 _STATIC = (
     "config",
-    "policy",
+    "recipe",
     "num_samples",
     "max_new_tokens",
     "temperature",
@@ -89,7 +89,7 @@ def _sample_jit(
     pad_id,
     *,
     config,
-    policy,
+    recipe,
     num_samples,
     max_new_tokens,
     temperature,
@@ -97,8 +97,8 @@ def _sample_jit(
     top_p,
     use_cache,
 ):
-    params, run_policy = sync_weights(params, policy)
-    model = Transformer(config, run_policy)
+    params, run_recipe = sync_weights(params, recipe)
+    model = Transformer(config, run_recipe)
     variables = {"params": params} | ({} if fp8_meta is None else {"fp8_meta": fp8_meta})
     apply = functools.partial(model.apply, variables)
     b, p = prompt_BP.shape
@@ -111,7 +111,7 @@ def _sample_jit(
     first_pos_B = rep(jnp.sum(pmask_BP, axis=1))
 
     if use_cache:
-        cache = init_cache(config, run_policy.kv_cache, b, total)
+        cache = init_cache(config, run_recipe.kv_cache, b, total)
         logits_BPV, cache = apply(prompt_BP, positions_from_mask(pmask_BP), pmask_BP, cache, 0)
         cache = jax.tree.map(rep, cache)
         last_BV = rep(logits_BPV[:, -1])

@@ -1,27 +1,27 @@
 """Train state, mesh and sharding, the jitted train step, and the PPO minibatch loop."""
 
-from calclip_jax.train.config import CalibrationConfig, OptimConfig, StepConfig
+from calclip_jax.train.config import CalibrationConfig, OptimConfig, UpdateConfig
 from calclip_jax.train.mesh import make_mesh
 from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater, make_logprob_fn
-from calclip_jax.train.sharded import jit_train_step, shard_state, state_shardings
+from calclip_jax.train.sharded import jit_update_step, shard_state, state_shardings
 from calclip_jax.train.state import TrainState, create_train_state, init_variables
-from calclip_jax.train.step import make_train_step, step_flags
+from calclip_jax.train.update_step import make_update_step, update_flags
 
 __all__ = [
     "CalibrationConfig",
     "OptimConfig",
     "PPOUpdater",
-    "StepConfig",
     "TrainState",
+    "UpdateConfig",
     "create_train_state",
     "init_variables",
-    "jit_train_step",
+    "jit_update_step",
     "make_logprob_fn",
     "make_mesh",
     "make_optimizer",
-    "make_train_step",
+    "make_update_step",
     "shard_state",
     "state_shardings",
-    "step_flags",
+    "update_flags",
 ]

@@ -12,11 +12,11 @@ from typing import Any
 from ml_collections import ConfigDict
 
 from calclip_jax.data import CharTokenizer, Task, Tokenizer, get_task
-from calclip_jax.fp8 import PRESETS, PrecisionPolicy
+from calclip_jax.fp8 import PRESETS, PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.corrections import CorrectionConfig
 from calclip_jax.rl.presets import RLPreset, get_preset
-from calclip_jax.train.config import CalibrationConfig, OptimConfig, StepConfig
+from calclip_jax.train.config import CalibrationConfig, OptimConfig, UpdateConfig
 
 FWD_FORMATS = ("", "e4m3", "e5m2", "e2m1")
 
@@ -32,8 +32,8 @@ class RunSpec:
     task: Task
     tokenizer: Tokenizer
     model: ModelConfig
-    rollout_policy: PrecisionPolicy
-    step: StepConfig
+    rollout_recipe: PrecisionRecipe
+    step: UpdateConfig
     cache_dir: str
     data_dir: str
 
@@ -45,22 +45,22 @@ def _check(key: str, fn, *args, **kwargs) -> Any:
         raise ConfigError(f"{key}: {err}") from err
 
 
-def precision_policy(key: str, preset: str, fwd_format: str) -> PrecisionPolicy:
+def precision_recipe(key: str, preset: str, fwd_format: str) -> PrecisionRecipe:
     """A preset, optionally with its forward (weights + activations) format replaced."""
     if preset not in PRESETS:
         raise ConfigError(f"{key}.precision={preset!r}; allowed {list(PRESETS)}")
     if fwd_format not in FWD_FORMATS:
         raise ConfigError(f"{key}.fwd_format={fwd_format!r}; allowed {list(FWD_FORMATS)}")
-    policy = PrecisionPolicy.preset(preset)
+    recipe = PrecisionRecipe.preset(preset)
     if fwd_format:
-        if not policy.weights.is_fp8:
+        if not recipe.weights.is_fp8:
             raise ConfigError(f"{key}.fwd_format needs an fp8 precision, got {preset!r}")
         roles = {
-            r: dataclasses.replace(getattr(policy, r), dtype=fwd_format)
+            r: dataclasses.replace(getattr(recipe, r), dtype=fwd_format)
             for r in ("weights", "activations")
         }
-        policy = dataclasses.replace(policy, **roles)
-    return policy
+        recipe = dataclasses.replace(recipe, **roles)
+    return recipe
 
 
 def default_cache_dir() -> str:
@@ -123,22 +123,22 @@ def build_run_spec(c: ConfigDict) -> RunSpec:
     """Validates `c` and builds the run objects; raises ConfigError naming the key."""
     task = _check(f"task (name={c.task.name!r})", get_task, c.task.name, **c.task.knobs.to_dict())
     tokenizer = CharTokenizer.for_tasks(task)
-    rollout_policy = precision_policy("rollout", c.rollout.precision, c.rollout.fwd_format)
-    train_policy = precision_policy("train", c.train.precision, c.train.fwd_format)
+    rollout_recipe = precision_recipe("rollout", c.rollout.precision, c.rollout.fwd_format)
+    train_recipe = precision_recipe("train", c.train.precision, c.train.fwd_format)
     calib = c.calibration.to_dict()
     calib["upper_max"] = calib["upper_max"] or None
     rl = rl_preset(c)
     check_sampling(c, rl)
-    step = StepConfig(
+    step = UpdateConfig(
         temperature=float(c.rollout.temperature),
-        policy=train_policy,
+        recipe=train_recipe,
         rl=rl,
         calibration=_check("calibration", CalibrationConfig, **calib),
         optim=_check(
             "train",
             OptimConfig,
             learning_rate=c.train.learning_rate,
-            warmup_steps=c.train.warmup_steps,
+            warmup_updates=c.train.warmup_updates,
             weight_decay=c.train.weight_decay,
             grad_clip_norm=c.train.grad_clip_norm,
         ),
@@ -168,7 +168,7 @@ def build_run_spec(c: ConfigDict) -> RunSpec:
         task=task,
         tokenizer=tokenizer,
         model=model_config(c, tokenizer.vocab_size),
-        rollout_policy=rollout_policy,
+        rollout_recipe=rollout_recipe,
         step=step,
         cache_dir=cache_dir,
         data_dir=c.task.data_dir or os.path.join(cache_dir, "tfds"),

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from calclip_jax.data import Example, Task, Tokenizer
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.advantages import dynamic_sampling_keep, grpo_advantages, overlong_penalty
 from calclip_jax.rl.presets import RLPreset
@@ -46,7 +46,7 @@ class Collector:
     """What a rollout needs besides the parameters: model, sampler precision, task, data."""
 
     model: ModelConfig
-    policy: PrecisionPolicy  # the rollout (sampler) precision
+    recipe: PrecisionRecipe  # the rollout (sampler) precision
     task: Task
     tokenizer: Tokenizer
     train: Sequence[Example]
@@ -69,7 +69,7 @@ def _round(c: Collector, params: Any, fp8_meta: Any, step: int, round_: int) -> 
     out = generate(
         params,
         c.model,
-        c.policy,
+        c.recipe,
         c.tokenizer,
         examples,
         c.prompt_len,

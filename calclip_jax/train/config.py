@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.presets import RLPreset, get_preset
 
@@ -15,8 +15,8 @@ SCHEDULES = ("constant", "cosine", "linear")
 class OptimConfig:
     learning_rate: float = 1e-5  # peak learning rate
     schedule: str = "constant"  # constant | cosine | linear (decay after warmup)
-    warmup_steps: int = 0  # linear warmup from 0
-    decay_steps: int = 1000  # total steps of the cosine / linear decay
+    warmup_updates: int = 0  # linear warmup from 0
+    decay_updates: int = 1000  # total steps of the cosine / linear decay
     weight_decay: float = 0.0  # AdamW decoupled weight decay
     b1: float = 0.9
     b2: float = 0.999
@@ -31,11 +31,11 @@ class OptimConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class StepConfig:
+class UpdateConfig:
     """Everything static the jitted train step closes over."""
 
-    policy: PrecisionPolicy = dataclasses.field(
-        default_factory=lambda: PrecisionPolicy.preset("bf16")
+    recipe: PrecisionRecipe = dataclasses.field(
+        default_factory=lambda: PrecisionRecipe.preset("bf16")
     )  # trainer precision
     rl: RLPreset = dataclasses.field(default_factory=lambda: get_preset("grpo"))
     calibration: CalibrationConfig = dataclasses.field(default_factory=CalibrationConfig)
@@ -46,9 +46,9 @@ class StepConfig:
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0 (the sampling temperature), got {self}")
         if self.calibration.enabled:
-            PrecisionPolicy.preset(self.calibration.shadow_precision)  # validates the name
+            PrecisionRecipe.preset(self.calibration.shadow_precision)  # validates the name
 
     @property
-    def shadow_policy(self) -> PrecisionPolicy:
+    def shadow_recipe(self) -> PrecisionRecipe:
         """Precision of the calibration reference forwards (BF16 by default)."""
-        return PrecisionPolicy.preset(self.calibration.shadow_precision)
+        return PrecisionRecipe.preset(self.calibration.shadow_precision)

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from calclip_jax.data import Example, Task, Tokenizer
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rollout import RolloutBatch, sample
 from calclip_jax.train.multihost import tree_to_host
@@ -44,7 +44,7 @@ def decode_responses(
 def generate(
     params: Any,
     model_config: ModelConfig,
-    policy: PrecisionPolicy,
+    recipe: PrecisionRecipe,
     tokenizer: Tokenizer,
     examples: Sequence[Example],
     prompt_len: int,
@@ -62,7 +62,7 @@ def generate(
     batch = sample(
         params,
         model_config,
-        policy,
+        recipe,
         tokens,
         mask,
         rng,
@@ -81,7 +81,7 @@ def generate(
 def greedy_eval(
     params: Any,
     model_config: ModelConfig,
-    policy: PrecisionPolicy,
+    recipe: PrecisionRecipe,
     tokenizer: Tokenizer,
     task: Task,
     examples: Sequence[Example],
@@ -93,7 +93,7 @@ def greedy_eval(
     batch = generate(
         params,
         model_config,
-        policy,
+        recipe,
         tokenizer,
         examples,
         prompt_len,

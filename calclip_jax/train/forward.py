@@ -1,4 +1,4 @@
-"""Per-token log-probs of a batch under a given precision policy (trainer, shadow, old policy)."""
+"""Per-token log-probs of a batch under a given precision recipe (trainer, shadow, old policy)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import jax
 
-from calclip_jax.fp8 import FP8_META, PrecisionPolicy
+from calclip_jax.fp8 import FP8_META, PrecisionRecipe
 from calclip_jax.model import ModelConfig, Transformer, token_logprobs_and_entropy
 
 Batch = Mapping[str, jax.Array]
@@ -20,7 +20,7 @@ def variables_of(params: Any, fp8_meta: Any) -> dict[str, Any]:
 
 def batch_logprobs(
     model_config: ModelConfig,
-    policy: PrecisionPolicy,
+    recipe: PrecisionRecipe,
     params: Any,
     fp8_meta: Any,
     batch: Batch,
@@ -29,11 +29,11 @@ def batch_logprobs(
     temperature: float = 1.0,
 ) -> tuple[jax.Array, jax.Array, Any]:
     """(logp_BT, entropy_BT, fp8_meta') of batch["tokens"] on batch["response_mask"] positions,
-    under softmax(logits / temperature): the sampler's distribution (`StepConfig.temperature`).
+    under softmax(logits / temperature): the sampler's distribution (`UpdateConfig.temperature`).
 
     With `update_fp8_meta` the delayed-scaling histories observe this forward (train step only).
     """
-    model = Transformer(model_config, policy)
+    model = Transformer(model_config, recipe)
     args = (batch["tokens"], batch["positions"], batch["attn_mask"])
     variables = variables_of(params, fp8_meta)
     if update_fp8_meta and fp8_meta:

@@ -2,7 +2,7 @@
 
 Every process runs the same program on the same host data (all randomness derives from
 (seed, step)), so host NumPy inputs become global arrays by `jax.device_put` with a mesh
-sharding (see `sharded.jit_train_step`), and global results come back to every host with
+sharding (see `sharded.jit_update_step`), and global results come back to every host with
 `to_host`. Process 0, the leader, is the only writer of run outputs and shared caches.
 """
 

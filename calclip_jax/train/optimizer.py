@@ -12,13 +12,13 @@ def make_schedule(cfg: OptimConfig) -> optax.Schedule:
     if cfg.schedule == "constant":
         decay = optax.constant_schedule(cfg.learning_rate)
     elif cfg.schedule == "cosine":
-        decay = optax.cosine_decay_schedule(cfg.learning_rate, max(cfg.decay_steps, 1))
+        decay = optax.cosine_decay_schedule(cfg.learning_rate, max(cfg.decay_updates, 1))
     else:
-        decay = optax.linear_schedule(cfg.learning_rate, 0.0, max(cfg.decay_steps, 1))
-    if cfg.warmup_steps <= 0:
+        decay = optax.linear_schedule(cfg.learning_rate, 0.0, max(cfg.decay_updates, 1))
+    if cfg.warmup_updates <= 0:
         return decay
-    warmup = optax.linear_schedule(0.0, cfg.learning_rate, cfg.warmup_steps)
-    return optax.join_schedules([warmup, decay], [cfg.warmup_steps])
+    warmup = optax.linear_schedule(0.0, cfg.learning_rate, cfg.warmup_updates)
+    return optax.join_schedules([warmup, decay], [cfg.warmup_updates])
 
 
 def make_optimizer(cfg: OptimConfig) -> optax.GradientTransformation:

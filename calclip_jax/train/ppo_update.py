@@ -3,10 +3,11 @@
 Old log-probs are computed under the batch composition the update sees: per planned minibatch,
 from the parameters and FP8 state the batch started with (theta_old), in the trainer precision.
 Per-tensor current scaling makes a token's log-prob depend on its batch-mates; computing old
-log-probs on the whole batch and updating on minibatches would start the ratio away from 1. The
-first update of a batch uses its own forward as the old log-probs (`train/step.py`), so the ratio
-is exactly 1 there. The composition effect itself (whole-batch vs minibatch old log-probs) is
-measured at ratio-dump steps (`composition_*` metrics, `ratio_probe`).
+log-probs on the whole batch and updating on minibatches would start the ratio away from 1.
+The first update of a batch uses its own forward as the old log-probs
+(`train/update_step.py`), so the ratio is exactly 1 there. The composition effect itself
+(whole-batch vs minibatch old log-probs) is measured at ratio-dump steps (`composition_*`
+metrics, `ratio_probe`).
 
 Calibration: RL steps 1, 1 + period, 1 + 2 period, ... calibrate; their minibatches also carry the
 old policy's BF16-shadow log-probs (`old_logp_ref`).
@@ -22,26 +23,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
-from calclip_jax.train.config import StepConfig
+from calclip_jax.train.config import UpdateConfig
 from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.multihost import to_host, tree_to_host
 from calclip_jax.train.state import TrainState
-from calclip_jax.train.step import step_flags
+from calclip_jax.train.update_step import update_flags
 
 ROLLOUT_KEYS = ("tokens", "positions", "attn_mask", "response_mask", "advantages", "rollout_logp")
 
 
 def make_logprob_fn(
-    model_config: ModelConfig, policy: PrecisionPolicy, temperature: float = 1.0
+    model_config: ModelConfig, recipe: PrecisionRecipe, temperature: float = 1.0
 ) -> Callable:
-    """Jitted (params, fp8_meta, batch) -> logp_BT under `policy`, no gradient, no state update."""
+    """Jitted (params, fp8_meta, batch) -> logp_BT under `recipe`, no gradient, no state update."""
 
     @jax.jit
     def logprobs(params: Any, fp8_meta: Any, batch: dict[str, jax.Array]) -> jax.Array:
         logp_BT, _, _ = batch_logprobs(
-            model_config, policy, params, fp8_meta, batch, temperature=temperature
+            model_config, recipe, params, fp8_meta, batch, temperature=temperature
         )
         return logp_BT
 
@@ -77,18 +78,18 @@ class PPOUpdater:
     """Runs `epochs x num_minibatches` jitted train steps on one rollout batch."""
 
     model_config: ModelConfig
-    step_config: StepConfig
-    train_step: Callable[[TrainState, dict, dict], tuple[TrainState, dict]]
+    step_config: UpdateConfig
+    update_step: Callable[[TrainState, dict, dict], tuple[TrainState, dict]]
     epochs: int = 1
     num_minibatches: int = 4
     ref_params: Any = None  # frozen reference policy for the KL term (needed when kl_beta > 0)
 
     def __post_init__(self) -> None:
         cfg = self.step_config
-        self._logp = make_logprob_fn(self.model_config, cfg.policy, cfg.temperature)
-        self._shadow_logp = make_logprob_fn(self.model_config, cfg.shadow_policy, cfg.temperature)
+        self._logp = make_logprob_fn(self.model_config, cfg.recipe, cfg.temperature)
+        self._shadow_logp = make_logprob_fn(self.model_config, cfg.shadow_recipe, cfg.temperature)
 
-    def steps_per_batch(self) -> int:
+    def updates_per_batch(self) -> int:
         return self.epochs * self.num_minibatches
 
     def batch_keys(self) -> tuple[str, ...]:
@@ -192,7 +193,7 @@ class PPOUpdater:
         old = jax.tree.map(jnp.copy, (state.params, state.fp8_meta)) if probe else None
         device_metrics = []
         for i, mb in enumerate(minibatches):
-            state, metrics = self.train_step(state, mb, step_flags(i == 0, calibrate))
+            state, metrics = self.update_step(state, mb, update_flags(i == 0, calibrate))
             device_metrics.append(metrics)
         host = [
             {k: float(jnp.asarray(v)) for k, v in m.items()} for m in tree_to_host(device_metrics)

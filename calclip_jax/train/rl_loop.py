@@ -17,7 +17,7 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from calclip_jax.data import Example
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.train.build import RunSpec
 from calclip_jax.train.checkpoints import Checkpointer
 from calclip_jax.train.collect import Collector, RolloutConfig
@@ -27,9 +27,9 @@ from calclip_jax.train.multihost import is_leader, sync
 from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater
 from calclip_jax.train.run_logger import RunLogger
-from calclip_jax.train.sharded import jit_train_step, shard_state
+from calclip_jax.train.sharded import jit_update_step, shard_state
 from calclip_jax.train.state import create_train_state, init_variables
-from calclip_jax.train.step import make_train_step
+from calclip_jax.train.update_step import make_update_step
 
 
 def _nanmean(values: list[float]) -> float:
@@ -51,15 +51,15 @@ class RLRun:
         log: Callable[[str], None] = print,
     ) -> None:
         self.spec, self.config, self.workdir, self.log = spec, config, workdir, log
-        step_cfg = spec.step
+        update_cfg = spec.step
         self.mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-        self.tx = make_optimizer(step_cfg.optim)
-        fp8_meta = self._init_meta(step_cfg.policy)
+        self.tx = make_optimizer(update_cfg.optim)
+        fp8_meta = self._init_meta(update_cfg.recipe)
         state = create_train_state(
-            params, fp8_meta, self.tx, step_cfg.rl.eps_low, step_cfg.rl.eps_high
+            params, fp8_meta, self.tx, update_cfg.rl.eps_low, update_cfg.rl.eps_high
         )
         self.state = shard_state(state, self.mesh)
-        self.rollout_meta = self._init_meta(spec.rollout_policy)
+        self.rollout_meta = self._init_meta(spec.rollout_recipe)
         self.test = list(test[: config.eval.num_prompts])
         self.prompt_len = max_prompt_len(spec.tokenizer, spec.task)
         r = config.rollout
@@ -74,26 +74,26 @@ class RLRun:
         )
         self.collector = Collector(
             spec.model,
-            spec.rollout_policy,
+            spec.rollout_recipe,
             spec.task,
             spec.tokenizer,
             train,
             self.prompt_len,
             rollout_cfg,
-            step_cfg.rl,
+            update_cfg.rl,
             config.seed,
         )
         # a copy (on the mesh, like the state): the state's buffers are donated to the train step
-        kl = step_cfg.rl.kl_beta > 0
+        kl = update_cfg.rl.kl_beta > 0
         self.ref_params = jax.tree.map(jnp.copy, self.state.params) if kl else None
-        self._step_fn = make_train_step(spec.model, step_cfg, self.tx)
+        self._step_fn = make_update_step(spec.model, update_cfg, self.tx)
         self._ppo: PPOUpdater | None = None
         self.checkpointer = Checkpointer(workdir)
         self.logger = RunLogger(workdir, active=is_leader())
 
-    def _init_meta(self, policy: PrecisionPolicy) -> Any:
-        """Fresh (empty) amax histories of `policy`; {} unless it uses delayed scaling."""
-        return init_variables(self.spec.model, policy, jax.random.key(0))[1]
+    def _init_meta(self, recipe: PrecisionRecipe) -> Any:
+        """Fresh (empty) amax histories of `recipe`; {} unless it uses delayed scaling."""
+        return init_variables(self.spec.model, recipe, jax.random.key(0))[1]
 
     def _updater(self) -> PPOUpdater:
         """The PPO updater, built (and its step jitted with shardings) on the first batch only:
@@ -108,22 +108,22 @@ class RLRun:
                 ref_params=self.ref_params,
             )
             keys = dict.fromkeys(self._ppo.batch_keys())
-            self._ppo.train_step = jit_train_step(self._step_fn, self.state, keys, self.mesh)
+            self._ppo.update_step = jit_update_step(self._step_fn, self.state, keys, self.mesh)
         return self._ppo
 
     def sampler_meta(self) -> Any:
         """Amax histories for a delayed-scaling sampler: the trainer's when it has them (weight
         sync carries them along), else the sampler's own empty ones; None otherwise."""
-        if not self.spec.rollout_policy.any_delayed:
+        if not self.spec.rollout_recipe.any_delayed:
             return None
-        return self.state.fp8_meta if self.spec.step.policy.any_delayed else self.rollout_meta
+        return self.state.fp8_meta if self.spec.step.recipe.any_delayed else self.rollout_meta
 
     def evaluate(self) -> dict[str, float]:
         """Greedy accuracy on the test prompts, sampled in the rollout precision."""
         return greedy_eval(
             self.state.params,
             self.spec.model,
-            self.spec.rollout_policy,
+            self.spec.rollout_recipe,
             self.spec.tokenizer,
             self.spec.task,
             self.test,

@@ -22,7 +22,7 @@ import orbax.checkpoint as ocp
 
 from calclip_jax.data import Example, Task, Tokenizer, encode_sft_batch
 from calclip_jax.filelock import file_lock
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import (
     ModelConfig,
     Transformer,
@@ -58,7 +58,7 @@ def sft_cache_key(model: ModelConfig, task: Task, alphabet: str, cfg: SFTConfig,
 
 def make_sft_step(model_config: ModelConfig, tx: optax.GradientTransformation) -> Callable:
     """Jitted (params, opt_state, batch) -> (params, opt_state, loss): masked cross-entropy."""
-    model = Transformer(model_config, PrecisionPolicy.preset("fp32"))
+    model = Transformer(model_config, PrecisionRecipe.preset("fp32"))
 
     def loss_fn(params, tokens, attn, loss_mask):
         logits, _ = model.apply({"params": params}, tokens, positions_from_mask(attn), attn)

@@ -23,11 +23,11 @@ def batch_shardings(batch: dict[str, Any], mesh: Mesh) -> dict[str, NamedShardin
     return {k: batch_sharding(mesh) for k in batch}
 
 
-def jit_train_step(
+def jit_update_step(
     step: Callable, state: TrainState, batch: dict[str, Any], mesh: Mesh
 ) -> Callable:
     """`jax.jit(step)` with explicit in/out shardings over `mesh` and the state donated; the
-    per-update flags (`step_flags`) are replicated scalars.
+    per-update flags (`update_flags`) are replicated scalars.
 
     Host (NumPy) batches are placed on the mesh first: with several processes, jit refuses
     host inputs for split shardings, and each process holds the same full batch.

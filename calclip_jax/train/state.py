@@ -9,17 +9,18 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from calclip_jax.fp8 import FP8_META, PrecisionPolicy
+from calclip_jax.fp8 import FP8_META, PrecisionRecipe
 from calclip_jax.model import ModelConfig, Transformer
 
 
 class TrainState(flax.struct.PyTreeNode):
-    """params: float32 master weights; fp8_meta: delayed-scaling amax histories ({} if unused);
+    """update_count: optimizer updates run (skipped ones included);
+    params: float32 master weights; fp8_meta: delayed-scaling amax histories ({} if unused);
     clip_lower / clip_upper: the clip bounds in use (carried, EMA-smoothed under calibration);
     skipped_updates: count of steps whose gradients were non-finite and were not applied;
     batch_updates: updates applied since the current rollout batch began (0: theta == theta_old)."""
 
-    step: jax.Array
+    update_count: jax.Array
     params: Any
     opt_state: Any
     fp8_meta: Any
@@ -30,12 +31,12 @@ class TrainState(flax.struct.PyTreeNode):
 
 
 def init_variables(
-    model_config: ModelConfig, policy: PrecisionPolicy, rng: jax.Array, seq_len: int = 8
+    model_config: ModelConfig, recipe: PrecisionRecipe, rng: jax.Array, seq_len: int = 8
 ) -> tuple[Any, Any]:
     """(params, fp8_meta) of a fresh model; fp8_meta is {} unless a role uses delayed scaling."""
     tokens = jnp.zeros((1, seq_len), jnp.int32)
     positions = jnp.arange(seq_len, dtype=jnp.int32)[None]
-    variables = Transformer(model_config, policy).init(
+    variables = Transformer(model_config, recipe).init(
         rng, tokens, positions, jnp.ones_like(tokens)
     )
     return variables["params"], dict(variables.get(FP8_META, {}))
@@ -46,7 +47,7 @@ def create_train_state(
 ) -> TrainState:
     """Step 0 state with the static clip bounds (1 - eps_low, 1 + eps_high) as the warm start."""
     return TrainState(
-        step=jnp.zeros((), jnp.int32),
+        update_count=jnp.zeros((), jnp.int32),
         params=params,
         opt_state=tx.init(params),
         fp8_meta=fp8_meta,

@@ -122,6 +122,6 @@ def test_fwd_format_replaces_weights_and_activations_only(tmp_path, fmt):
         },
     )
     spec = build_run_spec(config)
-    for policy in (spec.rollout_policy, spec.step.policy):
-        assert (policy.weights.dtype, policy.activations.dtype) == (fmt, fmt)
-        assert policy.gradients.dtype == "e5m2" and policy.weights.granularity == "mx"
+    for recipe in (spec.rollout_recipe, spec.step.recipe):
+        assert (recipe.weights.dtype, recipe.activations.dtype) == (fmt, fmt)
+        assert recipe.gradients.dtype == "e5m2" and recipe.weights.granularity == "mx"

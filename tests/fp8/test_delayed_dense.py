@@ -1,4 +1,4 @@
-"""Delayed scaling history semantics, PolicyDense paths and state, KV-cache helpers, einsum."""
+"""Delayed scaling history semantics, RecipeDense paths and state, KV-cache helpers, einsum."""
 
 import flax.linen as nn
 import jax
@@ -8,15 +8,15 @@ import pytest
 
 from calclip_jax.fp8 import (
     PRESETS,
-    PolicyDense,
-    PrecisionPolicy,
+    PrecisionRecipe,
+    RecipeDense,
     TensorPrecision,
     dequantize_kv,
     fp8_dot_general,
     init_history,
     merge_fp8_meta,
-    policy_einsum,
     quantize_kv,
+    recipe_einsum,
     scale_from_history,
     update_history,
 )
@@ -38,16 +38,16 @@ def test_history_update_and_reduce():
         scale_from_history(h, "e4m3", reduce="mean")
 
 
-def _delayed_policy(length=3):
+def _delayed_recipe(length=3):
     d = {"amax_history_len": length}
-    return PrecisionPolicy.from_dict(
+    return PrecisionRecipe.from_dict(
         {"preset": "fp8_delayed", "weights": d, "activations": d, "gradients": d}
     )
 
 
-def test_policy_dense_delayed_uses_history_before_step():
-    pol = _delayed_policy()
-    model = PolicyDense(4, pol)
+def test_recipe_dense_delayed_uses_history_before_step():
+    pol = _delayed_recipe()
+    model = RecipeDense(4, pol)
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal((2, 8)).astype(np.float32) * m for m in (1.0, 30.0, 0.1)]
     variables = model.init(jax.random.key(0), xs[0])
@@ -80,8 +80,8 @@ def test_policy_dense_delayed_uses_history_before_step():
 
 
 def test_gradient_history_overwrite_with_gradient():
-    pol = _delayed_policy(length=2)
-    model = PolicyDense(4, pol)
+    pol = _delayed_recipe(length=2)
+    model = RecipeDense(4, pol)
     x = jnp.ones((3, 8))
     variables = model.init(jax.random.key(0), x)
 
@@ -102,10 +102,10 @@ def test_gradient_history_overwrite_with_gradient():
 
 
 @pytest.mark.parametrize("name", PRESETS)
-def test_policy_dense_presets(name):
-    pol = PrecisionPolicy.preset(name)
+def test_recipe_dense_presets(name):
+    pol = PrecisionRecipe.preset(name)
     x = jax.random.normal(jax.random.key(1), (2, 3, 40))
-    model = PolicyDense(6, pol, use_bias=True)
+    model = RecipeDense(6, pol, use_bias=True)
     variables = model.init(jax.random.key(2), x)
     assert jax.tree.map(jnp.shape, variables["params"]) == {"kernel": (40, 6), "bias": (6,)}
     assert set(variables) == ({"params", "fp8_meta"} if name == "fp8_delayed" else {"params"})
@@ -115,34 +115,34 @@ def test_policy_dense_presets(name):
     y0 = x @ p["kernel"] + p["bias"]
     tol = {"fp32": 1e-5, "bf16": 3e-2}.get(name, 0.15)
     np.testing.assert_allclose(np.asarray(y), np.asarray(y0), atol=tol * float(jnp.abs(y0).max()))
-    # policy_einsum (stateless) agrees with the layer for the non-delayed policies.
+    # recipe_einsum (stateless) agrees with the layer for the non-delayed recipes.
     if name != "fp8_delayed":
-        ye = policy_einsum("btk,kn->btn", x, p["kernel"], pol) + p["bias"]
+        ye = recipe_einsum("btk,kn->btn", x, p["kernel"], pol) + p["bias"]
         np.testing.assert_array_equal(np.asarray(ye), np.asarray(y))
 
 
 def test_lm_head_role_uses_lm_head_precision():
-    pol = PrecisionPolicy.from_dict({"preset": "fp8_tensor", "lm_head": {"dtype": "fp32"}})
+    pol = PrecisionRecipe.from_dict({"preset": "fp8_tensor", "lm_head": {"dtype": "fp32"}})
     x = jax.random.normal(jax.random.key(3), (3, 16))
-    head = PolicyDense(5, pol, role="lm_head")
+    head = RecipeDense(5, pol, role="lm_head")
     v = head.init(jax.random.key(4), x)
     np.testing.assert_allclose(
         np.asarray(head.apply(v, x)), np.asarray(x @ v["params"]["kernel"]), rtol=1e-5
     )
     with pytest.raises(ValueError, match="role"):
-        PolicyDense(5, pol, role="attention").init(jax.random.key(4), x)
+        RecipeDense(5, pol, role="attention").init(jax.random.key(4), x)
 
 
-def test_policy_einsum_layouts():
-    pol = PrecisionPolicy.preset("fp32")
+def test_recipe_einsum_layouts():
+    pol = PrecisionRecipe.preset("fp32")
     x = jax.random.normal(jax.random.key(5), (2, 3, 8))
     w = jax.random.normal(jax.random.key(6), (8, 4, 5))
-    got = policy_einsum("bsd,dhk->bshk", x, w, pol)
+    got = recipe_einsum("bsd,dhk->bshk", x, w, pol)
     np.testing.assert_allclose(got, jnp.einsum("bsd,dhk->bshk", x, w), rtol=1e-5, atol=1e-5)
-    got = policy_einsum("bsd,dhk->bhks", x, w, pol)
+    got = recipe_einsum("bsd,dhk->bhks", x, w, pol)
     np.testing.assert_allclose(got, jnp.einsum("bsd,dhk->bhks", x, w), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError):
-        policy_einsum("bsd,dk->bs", x, w[:, 0], pol)
+        recipe_einsum("bsd,dk->bs", x, w[:, 0], pol)
 
 
 @pytest.mark.parametrize("dtype", ["e4m3", "e5m2", "bf16"])
@@ -169,14 +169,14 @@ def prec_max(dtype):
 
 def test_module_inside_parent_keeps_param_names():
     class Two(nn.Module):
-        policy: PrecisionPolicy
+        recipe: PrecisionRecipe
 
         @nn.compact
         def __call__(self, x):
-            return PolicyDense(3, self.policy, name="up_proj")(x)
+            return RecipeDense(3, self.recipe, name="up_proj")(x)
 
-    v32 = Two(PrecisionPolicy.preset("fp32")).init(jax.random.key(0), jnp.ones((1, 4)))
-    vmx = Two(PrecisionPolicy.preset("fp8_mx")).init(jax.random.key(0), jnp.ones((1, 4)))
+    v32 = Two(PrecisionRecipe.preset("fp32")).init(jax.random.key(0), jnp.ones((1, 4)))
+    vmx = Two(PrecisionRecipe.preset("fp8_mx")).init(jax.random.key(0), jnp.ones((1, 4)))
     assert jax.tree.structure(v32) == jax.tree.structure(vmx)
     assert v32["params"]["up_proj"]["kernel"].shape == (4, 3)
 

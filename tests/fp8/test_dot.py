@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calclip_jax.fp8 import TensorPrecision, fp8_dot_general, policy_dot_general
+from calclip_jax.fp8 import TensorPrecision, fp8_dot_general, recipe_dot_general
 
 sys.path.insert(0, os.path.dirname(__file__))
 import np_reference as ref
@@ -124,9 +124,9 @@ def test_batched_einsum_layout_and_e4m3_grads():
 def test_bf16_and_fp32_paths():
     x, w, _ = _setup(4, 32, 8, seed=3)
     f32, b16 = TensorPrecision("fp32"), TensorPrecision("bf16")
-    y32 = policy_dot_general(x, w, DN, f32, f32, f32)
+    y32 = recipe_dot_general(x, w, DN, f32, f32, f32)
     np.testing.assert_allclose(np.asarray(y32), x @ w, rtol=1e-5, atol=1e-6)
-    yb = policy_dot_general(x, w, DN, b16, b16, b16)
+    yb = recipe_dot_general(x, w, DN, b16, b16, b16)
     want = jnp.dot(
         x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), preferred_element_type=jnp.float32
     )

@@ -7,15 +7,15 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig, Transformer
 
 TINY = ModelConfig.preset("tiny")
 
 
-def init_params(config: ModelConfig, seed: int = 0, policy: str = "fp32") -> dict:
+def init_params(config: ModelConfig, seed: int = 0, recipe: str = "fp32") -> dict:
     """Random float32 params of `config` (Flax default initializers)."""
-    model = Transformer(config, PrecisionPolicy.preset(policy))
+    model = Transformer(config, PrecisionRecipe.preset(recipe))
     tokens = jnp.zeros((1, 4), jnp.int32)
     params = jax.jit(model.init)(
         jax.random.key(seed), tokens, jnp.zeros_like(tokens), jnp.ones_like(tokens)

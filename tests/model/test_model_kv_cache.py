@@ -12,23 +12,23 @@ import numpy as np
 import pytest
 from model_testutil import TINY, init_params
 
-from calclip_jax.fp8 import PrecisionPolicy, TensorPrecision
+from calclip_jax.fp8 import PrecisionRecipe, TensorPrecision
 from calclip_jax.model import Transformer, forward_logits, init_cache, positions_from_mask
 
 B, T, P = 2, 10, 5
 
 
-def _policy(preset: str, kv: str | None) -> PrecisionPolicy:
-    pol = PrecisionPolicy.preset(preset)
+def _recipe(preset: str, kv: str | None) -> PrecisionRecipe:
+    pol = PrecisionRecipe.preset(preset)
     return pol if kv is None else dataclasses.replace(pol, kv_cache=TensorPrecision(kv))
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
-def _cached_logits(policy, params, tokens_BT, mask_BT):
+def _cached_logits(recipe, params, tokens_BT, mask_BT):
     """Prefill P tokens, then decode the rest one token at a time; logits of every position."""
-    model = Transformer(TINY, policy)
+    model = Transformer(TINY, recipe)
     pos_BT = positions_from_mask(mask_BT)
-    cache = init_cache(TINY, policy.kv_cache, B, T)
+    cache = init_cache(TINY, recipe.kv_cache, B, T)
     run = functools.partial(model.apply, {"params": params})
     pre_BPV, cache = run(tokens_BT[:, :P], pos_BT[:, :P], mask_BT[:, :P], cache, 0)
 
@@ -60,9 +60,9 @@ def setup():
 )
 def test_cached_matches_recompute(setup, preset, kv, rel_tol):
     params, tokens, mask = setup
-    policy = _policy(preset, kv)
-    full = jax.jit(forward_logits, static_argnums=(0, 3))(TINY, params, tokens, policy, mask)
-    cached = _cached_logits(policy, params, tokens, mask)
+    recipe = _recipe(preset, kv)
+    full = jax.jit(forward_logits, static_argnums=(0, 3))(TINY, params, tokens, recipe, mask)
+    cached = _cached_logits(recipe, params, tokens, mask)
     chex.assert_equal_shape([full, cached])
     real = np.asarray(mask, bool)
     diff = np.abs(np.asarray(full - cached))[real]
@@ -77,8 +77,8 @@ def test_cached_matches_recompute(setup, preset, kv, rel_tol):
 
 
 def test_fp8_kv_cache_storage(setup):
-    policy = _policy("bf16", "e4m3")
-    cache = init_cache(TINY, policy.kv_cache, 2, 6)
+    recipe = _recipe("bf16", "e4m3")
+    cache = init_cache(TINY, recipe.kv_cache, 2, 6)
     chex.assert_shape(cache["layers_0"]["k"], (2, 6, TINY.n_kv_heads, TINY.head_dim))
     chex.assert_shape(cache["layers_0"]["k_scale"], (2, 6, TINY.n_kv_heads, 1))
     assert cache["layers_0"]["v"].dtype == jnp.float8_e4m3fn

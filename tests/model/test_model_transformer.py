@@ -1,4 +1,4 @@
-"""Shapes, parameter names, padding behaviour and policy wiring of the Transformer."""
+"""Shapes, parameter names, padding behaviour and recipe wiring of the Transformer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from flax.traverse_util import flatten_dict
 from model_testutil import TINY, init_params, variant
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import Transformer, forward_logits, positions_from_mask
 
 
@@ -27,7 +27,7 @@ class TransformerShapeTest(chex.TestCase):
 
         @self.variant
         def run(params, tokens):
-            return forward_logits(TINY, params, tokens, PrecisionPolicy.preset("bf16"))
+            return forward_logits(TINY, params, tokens, PrecisionRecipe.preset("bf16"))
 
         logits = run(params, tokens)
         chex.assert_shape(logits, (3, 7, TINY.vocab_size))
@@ -65,7 +65,7 @@ def test_params_identical_across_policies():
     tokens = jnp.zeros((1, 4), jnp.int32)
 
     def shapes(preset: str):
-        model = Transformer(TINY, PrecisionPolicy.preset(preset))
+        model = Transformer(TINY, PrecisionRecipe.preset(preset))
         out = jax.eval_shape(model.init, jax.random.key(0), tokens, tokens, tokens)
         return jax.tree.map(lambda x: (x.shape, x.dtype), out)
 
@@ -95,10 +95,10 @@ def test_causal_future_tokens_do_not_matter(tiny_params):
 
 
 @pytest.mark.parametrize("preset", ["bf16", "fp8_tensor", "fp8_mx"])
-def test_policy_forward_close_to_fp32(tiny_params, preset):
+def test_recipe_forward_close_to_fp32(tiny_params, preset):
     tokens = jax.random.randint(jax.random.key(4), (2, 8), 0, TINY.vocab_size)
     ref = forward_logits(TINY, tiny_params, tokens)
-    got = forward_logits(TINY, tiny_params, tokens, PrecisionPolicy.preset(preset))
+    got = forward_logits(TINY, tiny_params, tokens, PrecisionRecipe.preset(preset))
     err = float(jnp.max(jnp.abs(got - ref)))
     scale = float(jnp.max(jnp.abs(ref)))
     # E4M3 has 3 mantissa bits (rel. half-ulp 1/16); errors of a few GEMMs stay well below that.
@@ -107,7 +107,7 @@ def test_policy_forward_close_to_fp32(tiny_params, preset):
 
 
 def test_model_is_pure_function_of_params_and_tokens(tiny_params):
-    model = Transformer(TINY, PrecisionPolicy.preset("fp32"))
+    model = Transformer(TINY, PrecisionRecipe.preset("fp32"))
     tokens = jnp.arange(10, dtype=jnp.int32).reshape(2, 5)
     pos, mask = positions_from_mask(jnp.ones_like(tokens)), jnp.ones_like(tokens)
     out1, cache = model.apply({"params": tiny_params}, tokens, pos, mask)

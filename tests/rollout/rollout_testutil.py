@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig, Transformer
 
 TINY = ModelConfig.preset("tiny")
@@ -13,7 +13,7 @@ TINY = ModelConfig.preset("tiny")
 
 def init_params(config: ModelConfig = TINY, seed: int = 0) -> dict:
     """Random float32 params (Flax default initializers)."""
-    model = Transformer(config, PrecisionPolicy.preset("fp32"))
+    model = Transformer(config, PrecisionRecipe.preset("fp32"))
     tokens = jnp.zeros((1, 4), jnp.int32)
     return jax.jit(model.init)(jax.random.key(seed), tokens, tokens, jnp.ones_like(tokens))[
         "params"

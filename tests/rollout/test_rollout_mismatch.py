@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 from rollout_testutil import TINY, init_params, prompts
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import forward_logits, token_logprobs_and_entropy
 from calclip_jax.rollout import sample
 
@@ -27,14 +27,14 @@ def rollout():
     params = init_params(seed=5)
     tokens, mask = prompts(4, 6, seed=1)
     batch = sample(
-        params, TINY, PrecisionPolicy.preset("bf16"), tokens, mask, jax.random.key(0),
+        params, TINY, PrecisionRecipe.preset("bf16"), tokens, mask, jax.random.key(0),
         num_samples=4, max_new_tokens=8, eos_id=-1, pad_id=0,
     )  # fmt: skip
     return params, batch
 
 
 def _logp(params, preset, batch):
-    logits = FWD(TINY, params, batch.tokens, PrecisionPolicy.preset(preset), batch.attn_mask)
+    logits = FWD(TINY, params, batch.tokens, PrecisionRecipe.preset(preset), batch.attn_mask)
     return token_logprobs_and_entropy(logits, batch.tokens, batch.response_mask)[0]
 
 

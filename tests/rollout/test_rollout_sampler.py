@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from rollout_testutil import TINY, init_params, prompts
 
-from calclip_jax.fp8 import PrecisionPolicy, TensorPrecision
+from calclip_jax.fp8 import PrecisionRecipe, TensorPrecision
 from calclip_jax.model import forward_logits, token_logprobs_and_entropy
 from calclip_jax.rollout import filter_logits, sample, sync_weights
 
@@ -25,19 +25,19 @@ def params():
     return init_params(seed=3)
 
 
-def _run(params, policy, eos=NO_EOS, **kw):
+def _run(params, recipe, eos=NO_EOS, **kw):
     tokens, mask = prompts(B, P)
     options = dict(num_samples=G, max_new_tokens=N, eos_id=eos, pad_id=0, temperature=1.0)
-    return sample(params, TINY, policy, tokens, mask, jax.random.key(7), **(options | kw))
+    return sample(params, TINY, recipe, tokens, mask, jax.random.key(7), **(options | kw))
 
 
-def _trainer_logp(params, policy, batch):
-    logits = FWD(TINY, params, batch.tokens, policy, batch.attn_mask)
+def _trainer_logp(params, recipe, batch):
+    logits = FWD(TINY, params, batch.tokens, recipe, batch.attn_mask)
     return token_logprobs_and_entropy(logits, batch.tokens, batch.response_mask)[0]
 
 
 def test_shapes_lengths_and_logp_match_trainer_fp32(params):
-    pol = PrecisionPolicy.preset("fp32")
+    pol = PrecisionRecipe.preset("fp32")
     out = _run(params, pol, top_k=8, top_p=0.9)
     for x in (out.tokens, out.attn_mask, out.positions, out.response_mask, out.rollout_logp):
         chex.assert_shape(x, (B * G, P + N))
@@ -75,18 +75,18 @@ def test_shapes_lengths_and_logp_match_trainer_fp32(params):
         np.testing.assert_array_equal(stop.rollout_logp[i, P + n :], 0.0)
 
 
-def _fp8_kv(preset: str) -> PrecisionPolicy:
-    return dataclasses.replace(PrecisionPolicy.preset(preset), kv_cache=TensorPrecision("e4m3"))
+def _fp8_kv(preset: str) -> PrecisionRecipe:
+    return dataclasses.replace(PrecisionRecipe.preset(preset), kv_cache=TensorPrecision("e4m3"))
 
 
-@pytest.mark.parametrize("policy", [PrecisionPolicy.preset("bf16"), _fp8_kv("fp8_block")])
-def test_greedy_cache_equals_recompute_and_trainer(params, policy):
-    cached = _run(params, policy, temperature=0.0)
-    full = _run(params, policy, temperature=0.0, use_cache=False)
+@pytest.mark.parametrize("recipe", [PrecisionRecipe.preset("bf16"), _fp8_kv("fp8_block")])
+def test_greedy_cache_equals_recompute_and_trainer(params, recipe):
+    cached = _run(params, recipe, temperature=0.0)
+    full = _run(params, recipe, temperature=0.0, use_cache=False)
     np.testing.assert_array_equal(cached.tokens, full.tokens)
     np.testing.assert_allclose(cached.rollout_logp, full.rollout_logp, atol=2e-3)
     np.testing.assert_allclose(
-        cached.rollout_logp, _trainer_logp(params, policy, cached), atol=2e-3
+        cached.rollout_logp, _trainer_logp(params, recipe, cached), atol=2e-3
     )
 
 
@@ -94,7 +94,7 @@ def test_weight_sync_is_exact():
     params = init_params(seed=4)
     tokens, mask = prompts(B, P)
     for preset in ("fp8_tensor", "fp8_block"):
-        pol = PrecisionPolicy.preset(preset)
+        pol = PrecisionRecipe.preset(preset)
         synced, run_pol = sync_weights(params, pol)
         assert run_pol.weights.dtype == "fp32"
         k = synced["layers_0"]["mlp"]["up_proj"]["kernel"]
@@ -104,11 +104,11 @@ def test_weight_sync_is_exact():
             FWD(TINY, params, tokens, pol, mask),
             atol=1e-5,
         )
-    synced, _ = sync_weights(params, PrecisionPolicy.preset("bf16"))
+    synced, _ = sync_weights(params, PrecisionRecipe.preset("bf16"))
     assert synced["layers_0"]["attn"]["q_proj"]["kernel"].dtype == jnp.bfloat16
     assert synced["embed"]["embedding"].dtype == jnp.float32
 
 
 def test_delayed_policy_needs_fp8_meta(params):
     with pytest.raises(ValueError, match="fp8_meta"):
-        _run(params, PrecisionPolicy.preset("fp8_delayed"))
+        _run(params, PrecisionRecipe.preset("fp8_delayed"))

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from rollout_testutil import TINY, init_params, prompts
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.rollout import sample
 from calclip_jax.train.forward import batch_logprobs
 
-BF16 = PrecisionPolicy.preset("bf16")
+BF16 = PrecisionRecipe.preset("bf16")
 
 
 def _rollout(params, temperature: float, **filters):

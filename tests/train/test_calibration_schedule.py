@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from train_testutil import TINY, make_setup, prepared, rollout_batch
 
-from calclip_jax.train import CalibrationConfig, PPOUpdater, make_train_step, step_flags
+from calclip_jax.train import CalibrationConfig, PPOUpdater, make_update_step, update_flags
 
 
 def _updater(period: int, ema_beta: float, minibatches: int = 4):
     calib = CalibrationConfig(enabled=True, period=period, ema_beta=ema_beta)
     cfg, tx, state = make_setup("fp8_tensor", calibration=calib, lr=5e-2)
-    step = jax.jit(make_train_step(TINY, cfg, tx), donate_argnums=0)
+    step = jax.jit(make_update_step(TINY, cfg, tx), donate_argnums=0)
     ref = jax.tree.map(jnp.copy, state.params)  # the state is donated
     updater = PPOUpdater(TINY, cfg, step, num_minibatches=minibatches, ref_params=ref)
     return updater, state
@@ -49,15 +49,15 @@ def test_ema_never_takes_a_degenerate_sample():
     when the first update of the batch is skipped (non-finite) and the second is at theta_old."""
     calib = CalibrationConfig(enabled=True, period=1, ema_beta=0.5)
     cfg, tx, state = make_setup("fp8_tensor", calibration=calib, lr=5e-2)
-    step = jax.jit(make_train_step(TINY, cfg, tx))
+    step = jax.jit(make_update_step(TINY, cfg, tx))
     batch = prepared(cfg, state, batch=16)
     poisoned = dict(batch, advantages=np.where(np.arange(16) == 0, np.nan, batch["advantages"]))
-    state, m0 = step(state, poisoned, step_flags(new_batch=True, calibrate=True))
+    state, m0 = step(state, poisoned, update_flags(new_batch=True, calibrate=True))
     assert float(m0["update_skipped"]) == 1.0 and float(m0["calibrated"]) == 0.0
-    state, m1 = step(state, batch, step_flags(new_batch=False, calibrate=True))
+    state, m1 = step(state, batch, update_flags(new_batch=False, calibrate=True))
     assert float(m1["at_theta_old"]) == 1.0 and float(m1["calibrated"]) == 0.0
     assert (float(state.clip_lower), float(state.clip_upper)) == pytest.approx((0.8, 1.2))
-    state, m2 = step(state, batch, step_flags(new_batch=False, calibrate=True))
+    state, m2 = step(state, batch, update_flags(new_batch=False, calibrate=True))
     assert float(m2["at_theta_old"]) == 0.0 and float(m2["calibrated"]) == 1.0
 
 
@@ -65,11 +65,11 @@ def test_bounds_survive_a_skipped_update():
     """Bounds are selected by `finite` like the parameters: a skipped update keeps them."""
     calib = CalibrationConfig(enabled=True, period=1, ema_beta=0.0)
     cfg, tx, state = make_setup("fp8_tensor", calibration=calib, lr=5e-2)
-    step = jax.jit(make_train_step(TINY, cfg, tx))
+    step = jax.jit(make_update_step(TINY, cfg, tx))
     batch = prepared(cfg, state, batch=16)
-    state, _ = step(state, batch, step_flags(new_batch=True, calibrate=True))
+    state, _ = step(state, batch, update_flags(new_batch=True, calibrate=True))
     state = state.replace(clip_lower=jnp.float32(0.7), clip_upper=jnp.float32(1.3))
     poisoned = dict(batch, advantages=np.full(16, np.nan, np.float32))
-    state, m = step(state, poisoned, step_flags(new_batch=False, calibrate=True))
+    state, m = step(state, poisoned, update_flags(new_batch=False, calibrate=True))
     assert float(m["update_skipped"]) == 1.0
     assert (float(state.clip_lower), float(state.clip_upper)) == pytest.approx((0.7, 1.3))

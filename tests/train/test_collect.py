@@ -43,7 +43,7 @@ class _Task:
         }
 
 
-def _fake_generate(params, model, policy, tokenizer, examples, prompt_len, key, **kw):
+def _fake_generate(params, model, recipe, tokenizer, examples, prompt_len, key, **kw):
     n = len(examples) * kw["num_samples"]
     r = _fake_generate.calls
     _fake_generate.calls += 1
@@ -62,7 +62,7 @@ def test_dynamic_sampling_uses_correctness(monkeypatch):
     decoded = (["x"] * B * G, np.ones(B * G, bool))
     monkeypatch.setattr(collect_mod, "decode_responses", lambda tok, out, p: decoded)
     c = Collector(
-        model=None, policy=None, task=_Task(), tokenizer=None,
+        model=None, recipe=None, task=_Task(), tokenizer=None,
         train=[types.SimpleNamespace(prompt="p")], prompt_len=2,
         cfg=RolloutConfig(prompts_per_step=B, samples_per_prompt=G, max_refill_rounds=1),
         rl=get_preset("dapo"), seed=0,

@@ -9,11 +9,11 @@ from train_testutil import TINY, make_setup, prepared
 
 from calclip_jax.train import (
     CalibrationConfig,
-    jit_train_step,
+    jit_update_step,
     make_mesh,
-    make_train_step,
+    make_update_step,
     shard_state,
-    step_flags,
+    update_flags,
 )
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (simulated) devices")
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (simulat
 def _run(state, batch, step, n=2):
     metrics = None
     for i in range(n):  # the first update at theta_old, the second calibrates
-        state, metrics = step(state, batch, step_flags(new_batch=i == 0, calibrate=True))
+        state, metrics = step(state, batch, update_flags(new_batch=i == 0, calibrate=True))
     return jax.device_get(state.params), jax.device_get(metrics)
 
 
@@ -31,11 +31,11 @@ def test_sharded_step_matches_single_device(shape):
     calib = CalibrationConfig(enabled=True, period=1)
     cfg, tx, state = make_setup("fp8_block", calibration=calib, lr=1e-2)
     batch = prepared(cfg, state, batch=8)
-    step = make_train_step(TINY, cfg, tx)
+    step = make_update_step(TINY, cfg, tx)
     ref_params, ref_metrics = _run(state, batch, jax.jit(step))
 
     mesh = make_mesh(*shape)
-    sharded = jit_train_step(step, state, batch, mesh)
+    sharded = jit_update_step(step, state, batch, mesh)
     params, metrics = _run(shard_state(state, mesh), batch, sharded)
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4), params, ref_params

@@ -9,7 +9,7 @@ import pytest
 from train_testutil import TINY, make_setup, rollout_batch
 
 from calclip_jax.fp8 import PRESETS
-from calclip_jax.train import CalibrationConfig, PPOUpdater, make_train_step
+from calclip_jax.train import CalibrationConfig, PPOUpdater, make_update_step
 
 BATCH_INVARIANT = ("fp32", "bf16", "fp8_channel", "fp8_block", "fp8_mx")  # per-row scales
 BATCH_DEPENDENT = ("fp8_tensor", "fp8_delayed")  # per-tensor amax (delayed: empty history)
@@ -18,7 +18,7 @@ BATCH_DEPENDENT = ("fp8_tensor", "fp8_delayed")  # per-tensor amax (delayed: emp
 def _update(preset: str, calibrate: bool = True):
     calib = CalibrationConfig(enabled=calibrate, period=1, ema_beta=0.0)
     cfg, tx, state = make_setup(preset, calibration=calib, lr=3e-2)
-    step = jax.jit(make_train_step(TINY, cfg, tx), donate_argnums=0)
+    step = jax.jit(make_update_step(TINY, cfg, tx), donate_argnums=0)
     updater = PPOUpdater(TINY, cfg, step, epochs=2, num_minibatches=4, ref_params=state.params)
     rng = np.random.default_rng(0)
     return updater.update(state, rollout_batch(batch=16, seed=3), rng, rl_step=1, probe=True)

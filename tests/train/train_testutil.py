@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from calclip_jax.fp8 import PrecisionPolicy
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.train import (
     OptimConfig,
     PPOUpdater,
-    StepConfig,
+    UpdateConfig,
     create_train_state,
     init_variables,
     make_optimizer,
@@ -56,21 +56,21 @@ def rollout_batch(
     }
 
 
-def make_setup(policy: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwargs):
+def make_setup(recipe: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwargs):
     """(step_config, tx, state) for the tiny model."""
-    step_cfg = StepConfig(
-        policy=PrecisionPolicy.preset(policy), optim=OptimConfig(learning_rate=lr), **step_kwargs
+    update_cfg = UpdateConfig(
+        recipe=PrecisionRecipe.preset(recipe), optim=OptimConfig(learning_rate=lr), **step_kwargs
     )
     import jax
 
-    params, meta = init_variables(TINY, step_cfg.policy, jax.random.key(seed))
-    tx = make_optimizer(step_cfg.optim)
-    state = create_train_state(params, meta, tx, step_cfg.rl.eps_low, step_cfg.rl.eps_high)
-    return step_cfg, tx, state
+    params, meta = init_variables(TINY, update_cfg.recipe, jax.random.key(seed))
+    tx = make_optimizer(update_cfg.optim)
+    state = create_train_state(params, meta, tx, update_cfg.rl.eps_low, update_cfg.rl.eps_high)
+    return update_cfg, tx, state
 
 
-def prepared(step_cfg, state, seed: int = 0, batch: int = 8, calibrate: bool = True) -> dict:
+def prepared(update_cfg, state, seed: int = 0, batch: int = 8, calibrate: bool = True) -> dict:
     """The whole synthetic batch as one minibatch, with old log-probs at `state` (theta_old)."""
-    updater = PPOUpdater(TINY, step_cfg, None, num_minibatches=1, ref_params=state.params)
+    updater = PPOUpdater(TINY, update_cfg, None, num_minibatches=1, ref_params=state.params)
     rollout = rollout_batch(batch=batch, seed=seed)
     return updater.prepare(state, rollout, [np.arange(batch)], calibrate)[0]

@@ -19,12 +19,12 @@ from calclip_jax.train import (
     CalibrationConfig,
     PPOUpdater,
     create_train_state,
-    make_train_step,
-    step_flags,
+    make_update_step,
+    update_flags,
 )
 
-FIRST = step_flags(new_batch=True, calibrate=True)  # first update of a calibrating RL step
-LATER = step_flags(new_batch=False, calibrate=True)  # a later update of it
+FIRST = update_flags(new_batch=True, calibrate=True)  # first update of a calibrating RL step
+LATER = update_flags(new_batch=False, calibrate=True)  # a later update of it
 
 DIAGNOSTICS = (
     "entropy",
@@ -53,7 +53,7 @@ def test_fp8_calibrated_step_reports_every_diagnostic():
     calib = CalibrationConfig(enabled=True, period=1)
     cfg, tx, state = make_setup("fp8_block", rl=rl, calibration=calib)
     batch = prepared(cfg, state)
-    step = jax.jit(make_train_step(TINY, cfg, tx))
+    step = jax.jit(make_update_step(TINY, cfg, tx))
     state, m1 = step(state, batch, FIRST)
     state, m2 = step(state, batch, LATER)
     for name in DIAGNOSTICS:
@@ -62,12 +62,12 @@ def test_fp8_calibrated_step_reports_every_diagnostic():
     # first update: theta == theta_old, the ratio is exactly 1, nothing is clipped or calibrated
     assert float(m1["ratio_log_abs_max"]) == 0.0 and float(m1["clip_frac_lower_neg"]) == 0.0
     assert float(m1["calibrated"]) == 0.0 and float(m1["clip_frac_lower_neg_ref"]) == 0.0
-    assert int(state.step) == 2 and float(m2["calibrated"]) == 1.0
+    assert int(state.update_count) == 2 and float(m2["calibrated"]) == 1.0
 
 
 def _plain_ppo_params(cfg, tx, state, batch):
     """Reference: grad of the PPO loss through the model, optax update; no calibration code."""
-    model = Transformer(TINY, cfg.policy)
+    model = Transformer(TINY, cfg.recipe)
 
     def loss_fn(params):
         logits, _ = model.apply(
@@ -102,7 +102,7 @@ def test_calibration_off_is_plain_ppo():
         params=jax.tree.map(lambda p: p * 1.3, state.params), batch_updates=jnp.int32(1)
     )
     expected = jax.jit(_plain_ppo_params, static_argnums=(0, 1))(cfg, tx, state, batch)
-    new_state, metrics = jax.jit(make_train_step(TINY, cfg, tx))(state, batch, LATER)
+    new_state, metrics = jax.jit(make_update_step(TINY, cfg, tx))(state, batch, LATER)
     assert float(metrics["clip_frac"]) > 0
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), new_state.params, expected
@@ -116,7 +116,7 @@ def test_non_finite_gradient_skips_update():
     batch["advantages"] = batch["advantages"].copy()
     batch["advantages"][0] = np.nan
     before = jax.tree.map(np.asarray, state.params)
-    new_state, metrics = jax.jit(make_train_step(TINY, cfg, tx))(state, batch, FIRST)
+    new_state, metrics = jax.jit(make_update_step(TINY, cfg, tx))(state, batch, FIRST)
     jax.tree.map(np.testing.assert_array_equal, jax.tree.map(np.asarray, new_state.params), before)
     assert float(metrics["update_skipped"]) == 1.0 and int(new_state.skipped_updates) == 1
     assert int(new_state.batch_updates) == 0  # nothing applied: still at theta_old
@@ -126,7 +126,7 @@ def test_delayed_scaling_histories_update():
     cfg, tx, state = make_setup("fp8_delayed")
     assert state.fp8_meta, "delayed scaling must create fp8_meta state"
     batch = prepared(cfg, state)
-    new_state, _ = jax.jit(make_train_step(TINY, cfg, tx))(state, batch, FIRST)
+    new_state, _ = jax.jit(make_update_step(TINY, cfg, tx))(state, batch, FIRST)
     leaves = jax.tree_util.tree_leaves_with_path(new_state.fp8_meta)
     for path, hist in leaves:
         assert float(hist[0]) > 0, f"{jax.tree_util.keystr(path)} did not record an amax"
@@ -134,11 +134,11 @@ def test_delayed_scaling_histories_update():
 
 def test_ppo_updater_runs_epochs_times_minibatches():
     cfg, tx, state = make_setup("bf16")
-    step = jax.jit(make_train_step(TINY, cfg, tx), donate_argnums=0)
+    step = jax.jit(make_update_step(TINY, cfg, tx), donate_argnums=0)
     updater = PPOUpdater(TINY, cfg, step, epochs=2, num_minibatches=2, ref_params=state.params)
     rng = np.random.default_rng(0)
     state, metrics, probe = updater.update(state, rollout_batch(), rng, rl_step=1, probe=True)
-    assert len(metrics) == 4 and int(state.step) == 4 and int(state.batch_updates) == 4
+    assert len(metrics) == 4 and int(state.update_count) == 4 and int(state.batch_updates) == 4
     assert all(np.isfinite(m["loss"]) for m in metrics)
     assert metrics[0]["ratio_log_abs_max"] == 0.0
     assert jnp.isfinite(metrics[-1]["grad_norm"])
@@ -155,7 +155,7 @@ def test_ratio_probe_keeps_the_batch_keys_the_step_was_compiled_for(calibrate):
     shadow made later batches carry old_logp_ref, which the sharded step was not compiled for)."""
     calib = CalibrationConfig(enabled=calibrate, period=1)
     cfg, tx, state = make_setup("fp8_block", calibration=calib)
-    step = jax.jit(make_train_step(TINY, cfg, tx))
+    step = jax.jit(make_update_step(TINY, cfg, tx))
     updater = PPOUpdater(TINY, cfg, step, num_minibatches=2, ref_params=state.params)
     keys = updater.batch_keys()
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Precision policy: per matmul role (weights, activations, gradients, lm_head, KV cache) a format
+"""Precision recipe: per matmul role (weights, activations, gradients, lm_head, KV cache) a format
 and a scaling granularity. Validated at construction; built from presets, dicts or ConfigDicts."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ PRESETS = ("fp32", "bf16", "fp8_tensor", "fp8_delayed", "fp8_channel", "fp8_bloc
 
 
 @dataclasses.dataclass(frozen=True)
-class PrecisionPolicy:
+class PrecisionRecipe:
     """Precision of every matmul role. ``lm_head`` describes the whole output-projection matmul
     (weights and activations; its gradient uses ``gradients``); ``kv_cache`` the KV cache."""
 
@@ -140,8 +140,8 @@ class PrecisionPolicy:
         return any(getattr(self, r).is_delayed for r in ROLES)
 
     @classmethod
-    def preset(cls, name: str) -> PrecisionPolicy:
-        """Named policies: fp32, bf16, fp8_{tensor,delayed,channel,block,mx}.
+    def preset(cls, name: str) -> PrecisionRecipe:
+        """Named recipes: fp32, bf16, fp8_{tensor,delayed,channel,block,mx}.
 
         FP8 presets: weights and activations E4M3, gradients E5M2 (the "hybrid" recipe);
         lm_head and KV cache stay BF16.
@@ -154,12 +154,12 @@ class PrecisionPolicy:
         return cls(*_fp8(name.removeprefix("fp8_")), lm_head=BF16, kv_cache=BF16)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> PrecisionPolicy:
+    def from_dict(cls, d: Mapping[str, Any]) -> PrecisionRecipe:
         """From ``{"preset": name, <role>: {...overrides}}`` or a full role mapping."""
         d = dict(d)
         unknown = set(d) - set(ROLES) - {"preset"}
         if unknown:
-            raise ValueError(f"unknown PrecisionPolicy fields {sorted(unknown)}; allowed {ROLES}")
+            raise ValueError(f"unknown PrecisionRecipe fields {sorted(unknown)}; allowed {ROLES}")
         base = cls.preset(d.pop("preset")) if "preset" in d else cls()
         roles = {}
         for role, value in d.items():
@@ -171,7 +171,7 @@ class PrecisionPolicy:
         return dataclasses.replace(base, **roles)
 
     @classmethod
-    def from_config(cls, config: Any) -> PrecisionPolicy:
+    def from_config(cls, config: Any) -> PrecisionRecipe:
         """From an ml_collections ConfigDict (or a preset name string)."""
         if isinstance(config, str):
             return cls.preset(config)

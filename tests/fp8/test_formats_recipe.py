@@ -1,4 +1,4 @@
-"""Formats, E8M0 helpers and the precision policy (validation, presets, round trips)."""
+"""Formats, E8M0 helpers and the precision recipe (validation, presets, round trips)."""
 
 import jax.numpy as jnp
 import ml_collections
@@ -7,7 +7,7 @@ import pytest
 
 from calclip_jax.fp8 import (
     PRESETS,
-    PrecisionPolicy,
+    PrecisionRecipe,
     TensorPrecision,
     fmt_max,
     from_e8m0,
@@ -56,22 +56,22 @@ def test_tensor_precision_validation(kwargs, field):
         TensorPrecision(**kwargs)
 
 
-def test_policy_validation_names_field():
+def test_recipe_validation_names_field():
     with pytest.raises(ValueError, match="preset"):
-        PrecisionPolicy.preset("fp4")
+        PrecisionRecipe.preset("fp4")
     with pytest.raises(ValueError, match="granularity"):
-        PrecisionPolicy.from_dict({"weights": {"dtype": "e4m3", "granularity": "rows"}})
+        PrecisionRecipe.from_dict({"weights": {"dtype": "e4m3", "granularity": "rows"}})
     with pytest.raises(ValueError, match="unknown"):
-        PrecisionPolicy.from_dict({"optimizer": {}})
+        PrecisionRecipe.from_dict({"optimizer": {}})
     with pytest.raises(ValueError, match="weights"):
-        PrecisionPolicy(weights="e4m3")
+        PrecisionRecipe(weights="e4m3")
 
 
 @pytest.mark.parametrize("name", PRESETS)
 def test_presets_round_trip(name):
-    p = PrecisionPolicy.preset(name)
-    assert PrecisionPolicy.from_dict(p.to_dict()) == p
-    assert PrecisionPolicy.from_config(ml_collections.ConfigDict(p.to_dict())) == p
+    p = PrecisionRecipe.preset(name)
+    assert PrecisionRecipe.from_dict(p.to_dict()) == p
+    assert PrecisionRecipe.from_config(ml_collections.ConfigDict(p.to_dict())) == p
     if name.startswith("fp8"):
         assert (p.weights.dtype, p.activations.dtype, p.gradients.dtype) == ("e4m3", "e4m3", "e5m2")
         assert p.weights.granularity == name.removeprefix("fp8_")
@@ -82,7 +82,7 @@ def test_presets_round_trip(name):
 
 
 def test_overrides_and_block_defaults():
-    p = PrecisionPolicy.from_dict({"preset": "fp8_block", "gradients": {"dtype": "e4m3"}})
+    p = PrecisionRecipe.from_dict({"preset": "fp8_block", "gradients": {"dtype": "e4m3"}})
     assert p.gradients == TensorPrecision("e4m3", "block")
     assert p.weights.block_shape_for("weights") == (128, 128)
     assert p.activations.block_shape_for("activations") == (1, 128)

@@ -1,6 +1,6 @@
 """The train step: one pure function (state, minibatch, flags) -> (state, metrics).
 
-FP8 (or BF16) forward + backward per the trainer policy, mismatch correction weights, the PPO
+FP8 (or BF16) forward + backward per the trainer recipe, mismatch correction weights, the PPO
 loss with the carried clip bounds, optax update (skipped when gradients are non-finite),
 delayed-scaling state update, and Calibrated Clipping.
 
@@ -37,7 +37,7 @@ from calclip_jax.rl.calibration import calibrated_bounds_with_aux, smooth_bounds
 from calclip_jax.rl.corrections import mismatch_weights
 from calclip_jax.rl.diagnostics import rl_diagnostics
 from calclip_jax.rl.losses import clamped_ratio, ppo_policy_loss
-from calclip_jax.train.config import StepConfig
+from calclip_jax.train.config import UpdateConfig
 from calclip_jax.train.forward import Batch, batch_logprobs
 from calclip_jax.train.state import TrainState
 
@@ -46,7 +46,7 @@ Flags = dict[str, jax.Array]
 REF_METRICS = ("clip_frac_lower_neg_ref", "clip_frac_upper_pos_ref")
 
 
-def step_flags(new_batch: bool, calibrate: bool) -> Flags:
+def update_flags(new_batch: bool, calibrate: bool) -> Flags:
     """Per-update flags: first update of a rollout batch; update of a calibrating RL step."""
     return {"new_batch": np.bool_(new_batch), "calibrate": np.bool_(calibrate)}
 
@@ -55,10 +55,10 @@ def _select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
-def make_train_step(
-    model_config: ModelConfig, cfg: StepConfig, tx: optax.GradientTransformation
+def make_update_step(
+    model_config: ModelConfig, cfg: UpdateConfig, tx: optax.GradientTransformation
 ) -> Callable[[TrainState, Batch, Flags], tuple[TrainState, Metrics]]:
-    """The un-jitted step(state, batch, flags); flags from `step_flags`. See `jit_train_step`
+    """The un-jitted step(state, batch, flags); flags from `update_flags`. See `jit_update_step`
     for the sharded, donated version."""
     rl, calib = cfg.rl, cfg.calibration
     temperature = cfg.temperature
@@ -68,7 +68,7 @@ def make_train_step(
     def shadow_ratio(params: Any, batch: Batch, do_calib: jax.Array) -> jax.Array:
         def compute(p: Any) -> jax.Array:
             logp_BT, _, _ = batch_logprobs(
-                model_config, cfg.shadow_policy, p, {}, batch, temperature=temperature
+                model_config, cfg.shadow_recipe, p, {}, batch, temperature=temperature
             )
             return logp_BT
 
@@ -90,7 +90,7 @@ def make_train_step(
         def loss_fn(params: Any, fp8_meta: Any):
             logp_BT, entropy_BT, new_meta = batch_logprobs(
                 model_config,
-                cfg.policy,
+                cfg.recipe,
                 params,
                 fp8_meta,
                 batch,
@@ -159,7 +159,7 @@ def make_train_step(
         params = optax.apply_updates(state.params, updates)
         fp8_meta = merge_fp8_meta(new_meta, meta_grads) if state.fp8_meta else state.fp8_meta
         new_state = state.replace(
-            step=state.step + 1,
+            update_count=state.update_count + 1,
             params=_select_tree(finite, params, state.params),
             opt_state=_select_tree(finite, opt_state, state.opt_state),
             fp8_meta=_select_tree(finite, fp8_meta, state.fp8_meta),
