@@ -18,12 +18,12 @@ import jax
 import numpy as np
 from absl import app, flags
 
+from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.presets import get_preset
 from calclip_jax.train import (
     CalibrationConfig,
-    OptimConfig,
     PPOUpdater,
     UpdateConfig,
     create_train_state,
@@ -73,10 +73,9 @@ def main(argv: list[str]) -> None:
             recipe=PrecisionRecipe.preset(_PRECISION.value),
             rl=rl,
             calibration=calib,
-            optim=OptimConfig(learning_rate=1e-5),
         )
         params, meta = init_variables(model_cfg, cfg.recipe, jax.random.key(0))
-        tx = make_optimizer(cfg.optim)
+        tx = make_optimizer(TrainConfig(learning_rate=1e-5))
         state = create_train_state(params, meta, tx, rl.eps_low, rl.eps_high)
         step = jax.jit(make_update_step(model_cfg, cfg, tx), donate_argnums=0)
         updater = PPOUpdater(model_cfg, cfg, step, num_minibatches=1)

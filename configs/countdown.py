@@ -5,8 +5,8 @@ Same knobs as `grpo.py` (arms from configs/arms.py); only the task and the respo
 
 from ml_collections import ConfigDict
 
+from calclip_jax.config import base_config
 from configs.arms import apply_arm
-from configs.common import base_config
 
 
 def get_config(arm: str = ""):

@@ -1,7 +1,7 @@
 """DAPO family: token-mean, clip-higher 0.2/0.28, no KL, dynamic sampling, overlong shaping."""
 
+from calclip_jax.config import base_config
 from configs.arms import apply_arm
-from configs.common import base_config
 
 
 def get_config(arm: str = ""):

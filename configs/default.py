@@ -1,8 +1,8 @@
 """The built-in default run: full-pipeline FP8 (block-wise) with TIS and Calibrated Clipping,
 GRPO on 1-2 digit addition with a small model; finishes in minutes on a 2-core CPU."""
 
+from calclip_jax.config import base_config
 from configs.arms import apply_arm
-from configs.common import base_config
 
 
 def get_config(arm: str = "fp8_block_tis_calib"):

@@ -1,7 +1,7 @@
 """GRPO family: seq-mean-token-mean, eps 0.2, k3 KL beta 0.04. Arms in configs/arms.py."""
 
+from calclip_jax.config import base_config
 from configs.arms import apply_arm
-from configs.common import base_config
 
 
 def get_config(arm: str = ""):

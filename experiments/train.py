@@ -21,8 +21,8 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from calclip_jax.train.build import ConfigError
-from experiments.run import format_summary, run_experiment, say
+from calclip_jax.config import ConfigError
+from calclip_jax.train.rl_loop import format_summary, run_experiment, say
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "configs", "default.py")
 _CONFIG = config_flags.DEFINE_config_file("config", _DEFAULT_CONFIG, "Config file[:arm].")

@@ -27,7 +27,6 @@ class ModelConfig:
     tie_embeddings: bool = True
     qk_norm: bool = False
     attention_bias: bool = False
-    max_seq_len: int = 2048
 
     def __post_init__(self) -> None:
         for name in (
@@ -78,7 +77,6 @@ _PRESETS: dict[str, dict[str, Any]] = {
         n_kv_heads=2,
         head_dim=8,
         d_ff=64,
-        max_seq_len=128,
     ),
     "small": dict(
         vocab_size=512,
@@ -88,7 +86,6 @@ _PRESETS: dict[str, dict[str, Any]] = {
         n_kv_heads=2,
         head_dim=32,
         d_ff=384,
-        max_seq_len=512,
     ),
     "llama3_8b": dict(
         vocab_size=128256,
@@ -101,7 +98,6 @@ _PRESETS: dict[str, dict[str, Any]] = {
         rope_theta=500000.0,
         norm_eps=1e-5,
         tie_embeddings=False,
-        max_seq_len=8192,
     ),
     "qwen2_7b": dict(
         vocab_size=152064,
@@ -115,7 +111,6 @@ _PRESETS: dict[str, dict[str, Any]] = {
         norm_eps=1e-6,
         tie_embeddings=False,
         attention_bias=True,
-        max_seq_len=32768,
     ),
     "qwen3_8b": dict(
         vocab_size=151936,
@@ -129,6 +124,5 @@ _PRESETS: dict[str, dict[str, Any]] = {
         norm_eps=1e-6,
         tie_embeddings=False,
         qk_norm=True,
-        max_seq_len=40960,
     ),
 }

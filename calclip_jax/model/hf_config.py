@@ -52,7 +52,6 @@ def config_from_hf(cfg: dict[str, Any], has_lm_head: bool = True) -> ModelConfig
         tie_embeddings=bool(cfg.get("tie_word_embeddings", not has_lm_head)),
         qk_norm=family == "qwen3",
         attention_bias=family == "qwen2" or bool(cfg.get("attention_bias", False)),
-        max_seq_len=int(cfg.get("max_position_embeddings", 2048)),
     )
 
 

@@ -28,6 +28,7 @@ Ratios at masked positions are ignored (may hold anything); NaN in valid ratios 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -47,8 +48,10 @@ class CalibrationConfig:
 
     enabled: bool = False  # off: static bounds, no shadow forwards
     upper_rule: str = "balance"  # one of UPPER_RULES
-    period: int = 20  # calibrate in every `period`-th RL step (rollout batch); 20 as in the paper
-    ema_beta: float = 0.5  # bounds <- beta * old + (1 - beta) * new at each calibrating update
+    period: int = 1  # calibrate in every `period`-th RL step (rollout batch); the paper: 20
+    ema_beta: float = (
+        0.0  # bounds <- beta * old + (1 - beta) * new per calibrating update; 0 = none
+    )
     upper_max: float | None = None  # cap on the upper bound; None -> 1 + 2 * eps_high
     solver: str = "auto"  # order statistics / balance solve: auto | sort | bisect
     shadow_precision: str = "bf16"  # precision preset name of the reference (shadow) forwards
@@ -64,6 +67,18 @@ class CalibrationConfig:
     def bounds_kwargs(self) -> dict:
         """Keyword arguments of `calibrated_bounds` fixed by this config."""
         return {"upper_rule": self.upper_rule, "upper_max": self.upper_max, "solver": self.solver}
+
+
+def calibrating_rl_step(rl_step: int, period: int) -> bool:
+    """Whether RL step `rl_step` (1-based) calibrates: RL steps 1, 1 + period, 1 + 2 period, ..."""
+    return (rl_step - 1) % period == 0
+
+
+def takes_calibration_sample(calibrating: Any, updates_applied: Any) -> Any:
+    """Whether an update of a calibrating RL step samples the bounds: only once an update has
+    been applied since the batch began (at theta == theta_old every ratio is 1, a degenerate
+    sample). Works on host bools / ints and on traced jax arrays alike."""
+    return calibrating & (updates_applied > 0)
 
 
 def _match_count_below(

@@ -40,7 +40,7 @@ MODES = ("none", "token_tis", "seq_tis", "token_mis", "seq_mis", "geo_reject")
 
 @dataclasses.dataclass(frozen=True)
 class CorrectionConfig:
-    mode: str = "none"  # one of MODES
+    mode: str = "token_tis"  # one of MODES
     tis_cap: float = 2.0  # C of token/sequence TIS; also the threshold of tis_trunc_frac
     mis_low: float = 0.5  # MIS lower bound (IcePop alpha)
     mis_high: float = 5.0  # MIS upper bound (IcePop beta)

@@ -29,7 +29,7 @@ def sample(
     num_samples: int,
     max_new_tokens: int,
     temperature: float = 1.0,
-    top_k: int = 0,
+    top_k: int | None = None,
     top_p: float = 1.0,
     eos_id: int,
     pad_id: int,
@@ -60,7 +60,7 @@ def sample(
         num_samples=num_samples,
         max_new_tokens=max_new_tokens,
         temperature=float(temperature),
-        top_k=int(top_k),
+        top_k=None if top_k is None else int(top_k),
         top_p=float(top_p),
         use_cache=use_cache,
     )

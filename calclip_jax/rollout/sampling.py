@@ -6,14 +6,14 @@ import jax
 import jax.numpy as jnp
 
 
-def filter_logits(logits_BV: jax.Array, top_k: int = 0, top_p: float = 1.0) -> jax.Array:
+def filter_logits(logits_BV: jax.Array, top_k: int | None = None, top_p: float = 1.0) -> jax.Array:
     """Sets logits outside the top-k set and outside the top-p nucleus to -inf.
 
     The nucleus keeps the smallest prefix of descending-probability tokens whose mass reaches
     top_p (always at least the most likely token); ties at the cut-off are kept.
     """
     neg_inf = jnp.float32(-jnp.inf)
-    if 0 < top_k < logits_BV.shape[-1]:
+    if top_k is not None and 0 < top_k < logits_BV.shape[-1]:
         kth_B1 = jax.lax.top_k(logits_BV, top_k)[0][:, -1:]
         logits_BV = jnp.where(logits_BV < kth_B1, neg_inf, logits_BV)
     if top_p < 1.0:
@@ -26,7 +26,7 @@ def filter_logits(logits_BV: jax.Array, top_k: int = 0, top_p: float = 1.0) -> j
 
 
 def sampling_logits(
-    logits_BV: jax.Array, temperature: float, top_k: int = 0, top_p: float = 1.0
+    logits_BV: jax.Array, temperature: float, top_k: int | None = None, top_p: float = 1.0
 ) -> jax.Array:
     """The float32 logits the sampler draws from: logits / temperature, then top-k / top-p
     (temperature 0, greedy: the untempered logits)."""
@@ -37,7 +37,11 @@ def sampling_logits(
 
 
 def draw_with_logp(
-    rng: jax.Array, logits_BV: jax.Array, temperature: float, top_k: int = 0, top_p: float = 1.0
+    rng: jax.Array,
+    logits_BV: jax.Array,
+    temperature: float,
+    top_k: int | None = None,
+    top_p: float = 1.0,
 ) -> tuple[jax.Array, jax.Array]:
     """(token ids [B], their log-prob [B] under the distribution they were drawn from). Greedy
     (temperature 0) takes the argmax and reports its untempered log-prob."""
@@ -51,7 +55,11 @@ def draw_with_logp(
 
 
 def draw(
-    rng: jax.Array, logits_BV: jax.Array, temperature: float, top_k: int = 0, top_p: float = 1.0
+    rng: jax.Array,
+    logits_BV: jax.Array,
+    temperature: float,
+    top_k: int | None = None,
+    top_p: float = 1.0,
 ) -> jax.Array:
     """Sampled token ids [B]; temperature 0 means greedy (argmax)."""
     return draw_with_logp(rng, logits_BV, temperature, top_k, top_p)[0]

@@ -1,6 +1,6 @@
 """Train state, mesh and sharding, the jitted train step, and the PPO minibatch loop."""
 
-from calclip_jax.train.config import CalibrationConfig, OptimConfig, UpdateConfig
+from calclip_jax.train.config import CalibrationConfig, UpdateConfig
 from calclip_jax.train.mesh import make_mesh
 from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater, make_logprob_fn
@@ -10,7 +10,6 @@ from calclip_jax.train.update_step import make_update_step, update_flags
 
 __all__ = [
     "CalibrationConfig",
-    "OptimConfig",
     "PPOUpdater",
     "TrainState",
     "UpdateConfig",

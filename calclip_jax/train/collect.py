@@ -13,23 +13,13 @@ from typing import Any
 import jax
 import numpy as np
 
+from calclip_jax.config.schema import RolloutConfig
 from calclip_jax.data import Example, Task, Tokenizer
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.advantages import dynamic_sampling_keep, grpo_advantages, overlong_penalty
 from calclip_jax.rl.presets import RLPreset
 from calclip_jax.train.evaluate import decode_responses, generate
-
-
-@dataclasses.dataclass(frozen=True)
-class RolloutConfig:
-    prompts_per_step: int = 16
-    samples_per_prompt: int = 8
-    max_new_tokens: int = 8
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    max_refill_rounds: int = 4
 
 
 @dataclasses.dataclass

@@ -53,7 +53,7 @@ def generate(
     num_samples: int,
     max_new_tokens: int,
     temperature: float,
-    top_k: int = 0,
+    top_k: int | None = None,
     top_p: float = 1.0,
     fp8_meta: Any = None,
 ) -> RolloutBatch:

@@ -13,20 +13,23 @@ BATCH_AXES: tuple[str, str] = ("data", "fsdp")  # the batch dimension is split o
 
 
 def make_mesh(
-    data: int = -1, fsdp: int = 1, tensor: int = 1, devices: Sequence[jax.Device] | None = None
+    data: int | None = None,
+    fsdp: int | None = 1,
+    tensor: int | None = 1,
+    devices: Sequence[jax.Device] | None = None,
 ) -> Mesh:
-    """Mesh over (data, fsdp, tensor) with Auto axis types; one axis may be -1 (use the rest)."""
+    """Mesh over (data, fsdp, tensor) with Auto axis types; one size may be None (the rest)."""
     devices = list(devices if devices is not None else jax.devices())
     sizes = [data, fsdp, tensor]
-    if sizes.count(-1) > 1:
-        raise ValueError(f"mesh: at most one of data/fsdp/tensor may be -1, got {sizes}")
-    known = math.prod(s for s in sizes if s != -1)
-    if any(s == 0 or s < -1 for s in sizes):
-        raise ValueError(f"mesh: sizes must be positive or -1, got {sizes}")
-    if -1 in sizes:
+    if sizes.count(None) > 1:
+        raise ValueError(f"mesh: at most one of data/fsdp/tensor may be None, got {sizes}")
+    if any(s is not None and s < 1 for s in sizes):
+        raise ValueError(f"mesh: sizes must be positive or None, got {sizes}")
+    known = math.prod(s for s in sizes if s is not None)
+    if None in sizes:
         if len(devices) % known:
             raise ValueError(f"mesh: {len(devices)} devices not divisible by {known}")
-        sizes[sizes.index(-1)] = len(devices) // known
+        sizes[sizes.index(None)] = len(devices) // known
     if math.prod(sizes) != len(devices):
         raise ValueError(
             f"mesh: data*fsdp*tensor = {math.prod(sizes)} but {len(devices)} devices are available"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import optax
 
-from calclip_jax.train.config import OptimConfig
+from calclip_jax.config.schema import TrainConfig
 
 
-def make_schedule(cfg: OptimConfig) -> optax.Schedule:
+def make_schedule(cfg: TrainConfig) -> optax.Schedule:
     """Linear warmup to the peak, then constant / cosine / linear decay."""
     if cfg.schedule == "constant":
         decay = optax.constant_schedule(cfg.learning_rate)
@@ -21,11 +21,11 @@ def make_schedule(cfg: OptimConfig) -> optax.Schedule:
     return optax.join_schedules([warmup, decay], [cfg.warmup_updates])
 
 
-def make_optimizer(cfg: OptimConfig) -> optax.GradientTransformation:
+def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
     """AdamW on float32 master weights, after global-norm clipping when enabled."""
     adamw = optax.adamw(
         make_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay
     )
-    if cfg.grad_clip_norm > 0:
+    if cfg.grad_clip_norm is not None:
         return optax.chain(optax.clip_by_global_norm(cfg.grad_clip_norm), adamw)
     return adamw

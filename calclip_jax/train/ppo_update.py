@@ -25,6 +25,7 @@ import numpy as np
 
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
+from calclip_jax.rl.calibration import calibrating_rl_step
 from calclip_jax.train.config import UpdateConfig
 from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.multihost import to_host, tree_to_host
@@ -32,6 +33,14 @@ from calclip_jax.train.state import TrainState
 from calclip_jax.train.update_step import update_flags
 
 ROLLOUT_KEYS = ("tokens", "positions", "attn_mask", "response_mask", "advantages", "rollout_logp")
+
+
+def minibatch_keys(cfg: UpdateConfig) -> tuple[str, ...]:
+    """Keys of the minibatches `PPOUpdater.prepare` makes (what the update step is jitted for)."""
+    keys = (*ROLLOUT_KEYS, "old_logp")
+    if cfg.calibration.enabled:
+        keys += ("old_logp_ref",)
+    return keys + (("ref_logp",) if cfg.rl.kl_beta > 0 else ())
 
 
 def make_logprob_fn(
@@ -78,31 +87,21 @@ class PPOUpdater:
     """Runs `epochs x num_minibatches` jitted train steps on one rollout batch."""
 
     model_config: ModelConfig
-    step_config: UpdateConfig
+    update_config: UpdateConfig
     update_step: Callable[[TrainState, dict, dict], tuple[TrainState, dict]]
     epochs: int = 1
     num_minibatches: int = 4
     ref_params: Any = None  # frozen reference policy for the KL term (needed when kl_beta > 0)
 
     def __post_init__(self) -> None:
-        cfg = self.step_config
+        cfg = self.update_config
         self._logp = make_logprob_fn(self.model_config, cfg.recipe, cfg.temperature)
         self._shadow_logp = make_logprob_fn(self.model_config, cfg.shadow_recipe, cfg.temperature)
 
-    def updates_per_batch(self) -> int:
-        return self.epochs * self.num_minibatches
-
-    def batch_keys(self) -> tuple[str, ...]:
-        """Keys of the minibatches `prepare` makes (what the jitted step is sharded for)."""
-        keys = (*ROLLOUT_KEYS, "old_logp")
-        if self.step_config.calibration.enabled:
-            keys += ("old_logp_ref",)
-        return keys + (("ref_logp",) if self.step_config.rl.kl_beta > 0 else ())
-
     def calibrates(self, rl_step: int) -> bool:
-        """Whether RL step `rl_step` (1-based) calibrates: steps 1, 1 + period, ..."""
-        calib = self.step_config.calibration
-        return calib.enabled and (rl_step - 1) % calib.period == 0
+        """Whether RL step `rl_step` (1-based) calibrates (`calibrating_rl_step`)."""
+        calib = self.update_config.calibration
+        return calib.enabled and calibrating_rl_step(rl_step, calib.period)
 
     def plan(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
         """Row indices of every update of the batch: per epoch a permutation, split in order."""
@@ -130,14 +129,14 @@ class PPOUpdater:
         if missing:
             raise KeyError(f"rollout batch lacks {missing}")
         batch = {k: np.asarray(v) for k, v in rollout.items()}
-        kl = self.step_config.rl.kl_beta > 0
+        kl = self.update_config.rl.kl_beta > 0
         if kl and self.ref_params is None and "ref_logp" not in batch:
             raise ValueError("kl_beta > 0 needs PPOUpdater.ref_params or rollout['ref_logp']")
         minibatches = []
         for idx in plan:
             mb = {k: v[idx] for k, v in batch.items()}
             mb["old_logp"] = to_host(self._logp(state.params, state.fp8_meta, mb))
-            if self.step_config.calibration.enabled:
+            if self.update_config.calibration.enabled:
                 mb["old_logp_ref"] = (
                     to_host(self._shadow_logp(state.params, {}, mb))
                     if calibrate
@@ -205,7 +204,7 @@ class PPOUpdater:
         for idx, mb in zip(plan[: self.num_minibatches], minibatches, strict=False):
             first_epoch_BT[idx] = mb["old_logp"]
         probed["old_logp_minibatch"] = first_epoch_BT
-        rl = self.step_config.rl
+        rl = self.update_config.rl
         host[0].update(
             composition_metrics(
                 probed["old_logp_full"],

@@ -1,12 +1,24 @@
-"""Stage 2: the RL loop. rollout -> reward -> advantages -> PPO minibatch steps -> eval.
+"""A run, top to bottom: config -> SFT warm start -> RL steps -> summary.json.
 
-`RLRun` owns the jitted functions, the state and the outputs of one run; `run()` resumes from
-the latest checkpoint in the workdir when there is one.
+One RL step (one rollout batch):
+  1. rollout: the sampler (rollout precision) draws G responses per prompt, the task verifier
+     scores them, group-relative advantages follow (DAPO: dynamic sampling refills the batch);
+  2. PPO: epochs x minibatches jitted updates (trainer precision), each one `update_step`: the
+     clipped loss at the carried clip bounds, Calibrated Clipping inside, optax update;
+  3. greedy evaluation every eval.every RL steps (and at the first and the last);
+  4. one metrics row, sample and ratio dumps, an orbax checkpoint every log.checkpoint_every.
+An optimizer update is an "update"; a "step" is an RL step everywhere in this file.
+
+`run_experiment` resumes from the latest checkpoint in the workdir, and returns the summary at
+once when the workdir holds a finished run.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,193 +28,259 @@ import jax.numpy as jnp
 import numpy as np
 from ml_collections import ConfigDict
 
-from calclip_jax.data import Example
-from calclip_jax.fp8 import PrecisionRecipe
-from calclip_jax.train.build import RunSpec
+from calclip_jax.config import RunConfig, RunSpec, build_run_spec, resolved_record
+from calclip_jax.data import SPLITS, Example, load_split
 from calclip_jax.train.checkpoints import Checkpointer
-from calclip_jax.train.collect import Collector, RolloutConfig
+from calclip_jax.train.collect import Collector
 from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
 from calclip_jax.train.mesh import make_mesh
-from calclip_jax.train.multihost import is_leader, sync
+from calclip_jax.train.multihost import is_leader, leader_first, sync
 from calclip_jax.train.optimizer import make_optimizer
-from calclip_jax.train.ppo_update import PPOUpdater
-from calclip_jax.train.run_logger import RunLogger
+from calclip_jax.train.ppo_update import PPOUpdater, minibatch_keys
+from calclip_jax.train.run_logger import RunLogger, read_metrics
+from calclip_jax.train.run_summary import summarize
+from calclip_jax.train.sft import warm_start
 from calclip_jax.train.sharded import jit_update_step, shard_state
-from calclip_jax.train.state import create_train_state, init_variables
+from calclip_jax.train.state import TrainState, create_train_state, init_variables
 from calclip_jax.train.update_step import make_update_step
 
+PLAN_STREAM = 1_000_003  # minibatch order of RL step s: default_rng([seed, s, PLAN_STREAM])
 
-def _nanmean(values: list[float]) -> float:
+
+def say(msg: str) -> None:
+    """Print on the leader process only."""
+    if is_leader():
+        print(msg, flush=True)
+
+
+def finite_mean(values: Sequence[float | None]) -> float:
+    """Mean of the finite values; NaN when there is none."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return float(np.mean(finite)) if finite else float("nan")
 
 
-class RLRun:
-    """One RL run in `workdir` from `params` (the SFT warm start)."""
+@dataclasses.dataclass
+class RLParts:
+    """Everything built once per run: the state and what reads or writes it."""
 
-    def __init__(
-        self,
-        spec: RunSpec,
-        config: ConfigDict,
-        workdir: str,
-        params: Any,
-        train: Sequence[Example],
-        test: Sequence[Example],
-        log: Callable[[str], None] = print,
-    ) -> None:
-        self.spec, self.config, self.workdir, self.log = spec, config, workdir, log
-        update_cfg = spec.step
-        self.mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-        self.tx = make_optimizer(update_cfg.optim)
-        fp8_meta = self._init_meta(update_cfg.recipe)
-        state = create_train_state(
-            params, fp8_meta, self.tx, update_cfg.rl.eps_low, update_cfg.rl.eps_high
-        )
-        self.state = shard_state(state, self.mesh)
-        self.rollout_meta = self._init_meta(spec.rollout_recipe)
-        self.test = list(test[: config.eval.num_prompts])
-        self.prompt_len = max_prompt_len(spec.tokenizer, spec.task)
-        r = config.rollout
-        rollout_cfg = RolloutConfig(
-            r.prompts_per_step,
-            r.samples_per_prompt,
-            r.max_new_tokens,
-            r.temperature,
-            r.top_k,
-            r.top_p,
-            r.max_refill_rounds,
-        )
-        self.collector = Collector(
-            spec.model,
-            spec.rollout_recipe,
-            spec.task,
-            spec.tokenizer,
-            train,
-            self.prompt_len,
-            rollout_cfg,
-            update_cfg.rl,
-            config.seed,
-        )
-        # a copy (on the mesh, like the state): the state's buffers are donated to the train step
-        kl = update_cfg.rl.kl_beta > 0
-        self.ref_params = jax.tree.map(jnp.copy, self.state.params) if kl else None
-        self._step_fn = make_update_step(spec.model, update_cfg, self.tx)
-        self._ppo: PPOUpdater | None = None
-        self.checkpointer = Checkpointer(workdir)
-        self.logger = RunLogger(workdir, active=is_leader())
+    spec: RunSpec
+    state: TrainState
+    sampler_meta: Callable[[TrainState], Any]  # amax histories the sampler uses (or None)
+    collector: Collector
+    updater: PPOUpdater
+    test: list[Example]
+    prompt_len: int
+    checkpointer: Checkpointer
+    logger: RunLogger
 
-    def _init_meta(self, recipe: PrecisionRecipe) -> Any:
-        """Fresh (empty) amax histories of `recipe`; {} unless it uses delayed scaling."""
-        return init_variables(self.spec.model, recipe, jax.random.key(0))[1]
 
-    def _updater(self) -> PPOUpdater:
-        """The PPO updater, built (and its step jitted with shardings) on the first batch only:
-        a new updater per step would re-trace its jitted log-prob functions every step."""
-        if self._ppo is None:
-            self._ppo = PPOUpdater(
-                self.spec.model,
-                self.spec.step,
-                None,
-                epochs=self.config.train.ppo_epochs,
-                num_minibatches=self.config.train.num_minibatches,
-                ref_params=self.ref_params,
-            )
-            keys = dict.fromkeys(self._ppo.batch_keys())
-            self._ppo.update_step = jit_update_step(self._step_fn, self.state, keys, self.mesh)
-        return self._ppo
+def setup(
+    spec: RunSpec, workdir: str, params: Any, train: Sequence[Example], test: Sequence[Example]
+) -> RLParts:
+    """The train state on the mesh (from the warm-start `params`), the jitted update step, the
+    PPO updater, the rollout collector and the run's writers."""
+    run = spec.config
+    mesh = make_mesh(run.mesh.data, run.mesh.fsdp, run.mesh.tensor)
+    tx = make_optimizer(run.train)
+    empty_meta = lambda recipe: init_variables(spec.model, recipe, jax.random.key(0))[1]
+    rl = spec.update.rl
+    state = create_train_state(params, empty_meta(spec.update.recipe), tx, rl.eps_low, rl.eps_high)
+    state = shard_state(state, mesh)
+    # the state's buffers are donated to the update step: the KL reference is a copy
+    ref_params = jax.tree.map(jnp.copy, state.params) if rl.kl_beta > 0 else None
+    keys = dict.fromkeys(minibatch_keys(spec.update))
+    update_step = jit_update_step(make_update_step(spec.model, spec.update, tx), state, keys, mesh)
+    updater = PPOUpdater(
+        spec.model,
+        spec.update,
+        update_step,
+        epochs=run.train.ppo_epochs,
+        num_minibatches=run.train.num_minibatches,
+        ref_params=ref_params,
+    )
+    rollout_meta = empty_meta(spec.rollout_recipe)
 
-    def sampler_meta(self) -> Any:
-        """Amax histories for a delayed-scaling sampler: the trainer's when it has them (weight
-        sync carries them along), else the sampler's own empty ones; None otherwise."""
-        if not self.spec.rollout_recipe.any_delayed:
+    def sampler_meta(s: TrainState) -> Any:
+        """A delayed-scaling sampler uses the trainer's amax histories when it has them (weight
+        sync carries them along), else its own empty ones; None without delayed scaling."""
+        if not spec.rollout_recipe.any_delayed:
             return None
-        return self.state.fp8_meta if self.spec.step.recipe.any_delayed else self.rollout_meta
+        return s.fp8_meta if spec.update.recipe.any_delayed else rollout_meta
 
-    def evaluate(self) -> dict[str, float]:
-        """Greedy accuracy on the test prompts, sampled in the rollout precision."""
-        return greedy_eval(
-            self.state.params,
-            self.spec.model,
-            self.spec.rollout_recipe,
-            self.spec.tokenizer,
-            self.spec.task,
-            self.test,
-            self.prompt_len,
-            self.config.rollout.max_new_tokens,
-            fp8_meta=self.sampler_meta(),
-        )
+    prompt_len = max_prompt_len(spec.tokenizer, spec.task)
+    collector = Collector(
+        spec.model,
+        spec.rollout_recipe,
+        spec.task,
+        spec.tokenizer,
+        train,
+        prompt_len,
+        run.rollout,
+        rl,
+        run.seed,
+    )
+    return RLParts(
+        spec=spec,
+        state=state,
+        sampler_meta=sampler_meta,
+        collector=collector,
+        updater=updater,
+        test=list(test[: run.eval.num_prompts]),
+        prompt_len=prompt_len,
+        checkpointer=Checkpointer(workdir),
+        logger=RunLogger(workdir, active=is_leader()),
+    )
 
-    def resume(self) -> int:
-        """Restores the latest checkpoint if any; returns the number of completed RL steps."""
-        latest = self.checkpointer.latest_step()
-        if latest is None:
-            return 0
-        self.state = self.checkpointer.restore(latest, self.state)
-        self.logger.truncate_after(latest)
-        self.log(f"resumed from checkpoint at RL step {latest}")
-        return latest
 
-    def rl_step(self, step: int) -> dict[str, float]:
-        """RL step `step` (1-based): returns its metrics row."""
+def evaluate(parts: RLParts) -> dict[str, float]:
+    """Greedy accuracy, reward and garbled share on the test prompts, in the rollout precision."""
+    spec = parts.spec
+    ev = greedy_eval(
+        parts.state.params,
+        spec.model,
+        spec.rollout_recipe,
+        spec.tokenizer,
+        spec.task,
+        parts.test,
+        parts.prompt_len,
+        spec.config.rollout.max_new_tokens,
+        fp8_meta=parts.sampler_meta(parts.state),
+    )
+    return {f"eval_{k}": v for k, v in ev.items()}
+
+
+def resume(parts: RLParts, log: Callable[[str], None]) -> int:
+    """Restores the latest checkpoint if any; returns the number of completed RL steps."""
+    latest = parts.checkpointer.latest_step()
+    if latest is None:
+        return 0
+    parts.state = parts.checkpointer.restore(latest, parts.state)
+    parts.logger.truncate_after(latest)
+    log(f"resumed from checkpoint at RL step {latest}")
+    return latest
+
+
+def rl_step(parts: RLParts, step: int) -> dict[str, float]:
+    """RL step `step` (1-based) on `parts.state`; returns its metrics row."""
+    run = parts.spec.config
+    t0 = time.perf_counter()
+    # 1. rollout -> rewards -> advantages
+    got = parts.collector.collect(parts.state.params, parts.sampler_meta(parts.state), step)
+    t1 = time.perf_counter()
+    # 2. PPO: the minibatch updates of this batch
+    plan_rng = np.random.default_rng([run.seed, step, PLAN_STREAM])
+    probe = run.log.ratios_every is not None and step % run.log.ratios_every == 0
+    parts.state, per_update, probed = parts.updater.update(
+        parts.state, got.batch, plan_rng, step, probe
+    )
+    t2 = time.perf_counter()
+    if probed is not None:
+        parts.logger.write_arrays("ratios", step, probed)
+    if step % run.log.samples_every == 0 or step == 1:
+        parts.logger.write_samples(step, got.samples[: run.log.num_samples])
+    row = dict(got.metrics)
+    row.update({name: finite_mean([m.get(name) for m in per_update]) for name in per_update[0]})
+    row.update(clip_lower=per_update[-1]["clip_lower"], clip_upper=per_update[-1]["clip_upper"])
+    row.update(rollout_time_s=t1 - t0, train_time_s=t2 - t1)
+    return row
+
+
+def rl_loop(parts: RLParts, log: Callable[[str], None], progress: bool) -> None:
+    """RL steps from the latest checkpoint to train.steps: one metrics row each."""
+    run = parts.spec.config
+    start = resume(parts, log)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=run.train.steps, initial=start, desc="rl", dynamic_ncols=True)
+    for step in range(start + 1, run.train.steps + 1):
         t0 = time.perf_counter()
-        c = self.config
-        got = self.collector.collect(self.state.params, self.sampler_meta(), step)
-        t1 = time.perf_counter()
-        updater = self._updater()
-        rng = np.random.default_rng([c.seed, step, 1_000_003])
-        probe = c.log.ratios_every > 0 and step % c.log.ratios_every == 0
-        self.state, step_metrics, probed = updater.update(self.state, got.batch, rng, step, probe)
-        if probed is not None:
-            self.logger.write_arrays("ratios", step, probed)
-        t2 = time.perf_counter()
-        row = dict(got.metrics)
-        for name in step_metrics[0]:  # the mean over this batch's updates
-            row[name] = _nanmean([m.get(name) for m in step_metrics])
-        row["clip_lower"], row["clip_upper"] = (
-            step_metrics[-1]["clip_lower"],
-            step_metrics[-1]["clip_upper"],
-        )
-        row.update(rollout_time_s=t1 - t0, train_time_s=t2 - t1)
-        if step % c.log.samples_every == 0 or step == 1:
-            self.logger.write_samples(step, got.samples[: c.log.num_samples])
-        return row
-
-    def run(self, progress: bool = True) -> dict[str, Any]:
-        """Runs (or resumes) to config.train.steps; returns the summary."""
-        c = self.config
-        start_step = self.resume()
-        rows: list[dict[str, Any]] = []
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=c.train.steps, initial=start_step, desc="rl", dynamic_ncols=True)
-        t_run = time.perf_counter()
-        for step in range(start_step + 1, c.train.steps + 1):
-            t0 = time.perf_counter()
-            row = self.rl_step(step)
-            if step % c.eval.every == 0 or step == 1 or step == c.train.steps:
-                ev = self.evaluate()
-                row.update(
-                    eval_accuracy=ev["accuracy"],
-                    eval_reward=ev["reward"],
-                    eval_garbled_frac=ev["garbled_frac"],
-                )
-            row["step_time_s"] = time.perf_counter() - t0
-            self.logger.write(step, row)
-            rows.append(row)
-            if step % c.log.checkpoint_every == 0 or step == c.train.steps:
-                self.checkpointer.save(step, self.state)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(
-                    reward=f"{row['reward_mean']:.3f}",
-                    entropy=f"{row['entropy']:.3f}",
-                    clipL=f"{row['clip_frac_lower_neg']:.3f}",
-                )
+        row = rl_step(parts, step)
+        if step % run.eval.every == 0 or step in (1, run.train.steps):
+            row.update(evaluate(parts))
+        row["step_time_s"] = time.perf_counter() - t0
+        parts.logger.write(step, row)
+        if step % run.log.checkpoint_every == 0 or step == run.train.steps:
+            parts.checkpointer.save(step, parts.state)
         if bar is not None:
-            bar.close()
-        self.checkpointer.close()
-        self.logger.close()
-        sync("rl_run_done")  # metrics.jsonl is complete before any process reads it
-        return {"wall_time_s": time.perf_counter() - t_run, "new_steps": len(rows)}
+            bar.update(1)
+            bar.set_postfix(
+                reward=f"{row['reward_mean']:.3f}",
+                entropy=f"{row['entropy']:.3f}",
+                clipL=f"{row['clip_frac_lower_neg']:.3f}",
+            )
+    if bar is not None:
+        bar.close()
+    parts.checkpointer.close()
+    parts.logger.close()
+    sync("rl_run_done")  # metrics.jsonl is complete before any process reads it
+
+
+def write_config(workdir: str, config: ConfigDict | RunConfig, spec: RunSpec) -> None:
+    """config.json: the knobs as given plus a "resolved" section (`resolved_record`)."""
+    knobs = json.loads(config.to_json()) if isinstance(config, ConfigDict) else config.to_dict()
+    path = os.path.join(workdir, "config.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump({**knobs, "resolved": resolved_record(spec)}, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def run_experiment(
+    config: ConfigDict | RunConfig,
+    workdir: str,
+    log: Callable[[str], None] = say,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Runs (or resumes, or skips when finished) the experiment; returns its summary."""
+    spec = build_run_spec(config)  # validates before anything is compiled
+    run = spec.config
+    os.makedirs(workdir, exist_ok=True)
+    summary_path = os.path.join(workdir, "summary.json")
+    if os.path.exists(summary_path):
+        log(f"{workdir} already holds a finished run (summary.json); nothing to do")
+        with open(summary_path) as f:
+            return json.load(f)
+    if is_leader():
+        write_config(workdir, config, spec)
+    t_start = time.perf_counter()
+    log(f"task {spec.task.name}; model {spec.model}")
+    log(
+        f"rollout {run.rollout.precision}, train {run.train.precision}, rl {run.rl.preset}, "
+        f"correction {run.correction.mode}, calibration {run.calibration.enabled}"
+    )
+    with leader_first("tfds_prepare"):  # the leader builds the tfds data once
+        splits = {s: load_split(spec.task, s, spec.data_dir) for s in SPLITS}
+    params, sft_report = warm_start(spec, splits, log)
+    log(f"sft warm start: greedy test accuracy {sft_report['accuracy']:.3f}")
+    parts = setup(spec, workdir, params, splits["train"], splits["test"])
+    if progress is None:
+        progress = not run.log.quiet and is_leader()
+    rl_loop(parts, log, progress)
+    lg = run.log
+    summary = summarize(read_metrics(workdir), lg.surge_factor, lg.surge_warmup, lg.surge_window)
+    summary.update(sft_accuracy=sft_report["accuracy"], wall_time_s=time.perf_counter() - t_start)
+    if is_leader():
+        with open(summary_path + ".tmp", "w") as f:
+            json.dump(summary, f, indent=2)
+        os.replace(summary_path + ".tmp", summary_path)
+    return summary
+
+
+def format_summary(s: dict) -> str:
+    """A few lines for the terminal."""
+    fmt = lambda v: "n/a" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+    return "\n".join(
+        [
+            f"steps {s['final_step']}  wall {s['wall_time_s']:.0f}s",
+            f"reward        {fmt(s['reward_first'])} -> {fmt(s['reward_last'])}",
+            f"eval accuracy {fmt(s['eval_accuracy_first'])} -> {fmt(s['eval_accuracy_last'])}",
+            f"entropy       {fmt(s['entropy_first'])} -> {fmt(s['entropy_last'])}"
+            f" (peak {fmt(s['entropy_peak'])}, surge: {s['entropy_surge']})",
+            f"clip frac lower/neg {fmt(s['clip_frac_lower_neg_mean'])} (BF16 shadow "
+            f"{fmt(s['clip_frac_lower_neg_ref_mean'])}), upper/pos "
+            f"{fmt(s['clip_frac_upper_pos_mean'])}",
+            "rollout-trainer mismatch k3 "
+            + ("n/a" if s["mismatch_k3_mean"] is None else f"{s['mismatch_k3_mean']:.2e}"),
+        ]
+    )

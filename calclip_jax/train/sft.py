@@ -20,6 +20,8 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 
+from calclip_jax.config.schema import SFTConfig
+from calclip_jax.config.spec import RunSpec
 from calclip_jax.data import Example, Task, Tokenizer, encode_sft_batch
 from calclip_jax.filelock import file_lock
 from calclip_jax.fp8 import PrecisionRecipe
@@ -29,16 +31,9 @@ from calclip_jax.model import (
     positions_from_mask,
     token_logprobs_and_entropy,
 )
+from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
 from calclip_jax.train.multihost import leader_first
-
-
-@dataclasses.dataclass(frozen=True)
-class SFTConfig:
-    steps: int = 600
-    batch_size: int = 64
-    learning_rate: float = 3e-3
-    target_accuracy: float = 0.5
-    eval_every: int = 100
+from calclip_jax.train.state import init_variables
 
 
 def sft_cache_key(model: ModelConfig, task: Task, alphabet: str, cfg: SFTConfig, seed: int) -> str:
@@ -48,7 +43,7 @@ def sft_cache_key(model: ModelConfig, task: Task, alphabet: str, cfg: SFTConfig,
             "task": task.name,
             "knobs": task.data_knobs(),
             "alphabet": alphabet,
-            "sft": dataclasses.asdict(cfg),
+            "sft": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "cache_dir"},
             "seed": seed,
         },
         sort_keys=True,
@@ -157,3 +152,46 @@ def _cached_sft(
         json.dump(report, f)
     os.replace(report_path + ".tmp", report_path)
     return params, report
+
+
+def warm_start(
+    spec: RunSpec, splits: dict[str, Sequence[Example]], log: Callable[[str], None] = print
+) -> tuple[Any, dict[str, Any]]:
+    """The RL start: fresh params (seeded) trained by SFT in float32, or the cached result of an
+    identical SFT; with sft.steps = 0 the fresh params. Returns (params, report)."""
+    run = spec.config
+    params, _ = init_variables(spec.model, spec.update.recipe, jax.random.key(run.seed))
+    prompt_len = max_prompt_len(spec.tokenizer, spec.task)
+    test = splits["test"][: run.eval.num_prompts]
+    fp32 = PrecisionRecipe.preset("fp32")
+
+    def evaluate(p: Any) -> dict[str, float]:
+        return greedy_eval(
+            p,
+            spec.model,
+            fp32,
+            spec.tokenizer,
+            spec.task,
+            test,
+            prompt_len,
+            run.rollout.max_new_tokens,
+        )
+
+    if run.sft.steps == 0:
+        return params, {"accuracy": evaluate(params)["accuracy"], "steps": 0}
+    key = sft_cache_key(spec.model, spec.task, spec.tokenizer.alphabet, run.sft, run.seed)
+
+    def train_fn(p: Any) -> tuple[Any, dict[str, Any]]:
+        return run_sft(
+            p,
+            spec.model,
+            spec.task,
+            spec.tokenizer,
+            splits["train"],
+            run.sft,
+            run.seed,
+            evaluate,
+            log=log,
+        )
+
+    return cached_sft(spec.cache_dir, key, params, train_fn, log=log)

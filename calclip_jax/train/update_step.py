@@ -33,7 +33,11 @@ from jax import lax
 
 from calclip_jax.fp8 import merge_fp8_meta
 from calclip_jax.model import ModelConfig
-from calclip_jax.rl.calibration import calibrated_bounds_with_aux, smooth_bounds
+from calclip_jax.rl.calibration import (
+    calibrated_bounds_with_aux,
+    smooth_bounds,
+    takes_calibration_sample,
+)
 from calclip_jax.rl.corrections import mismatch_weights
 from calclip_jax.rl.diagnostics import rl_diagnostics
 from calclip_jax.rl.losses import clamped_ratio, ppo_policy_loss
@@ -84,7 +88,11 @@ def make_update_step(
         mask_BT, adv = batch["response_mask"], batch["advantages"]
         applied = jnp.where(flags["new_batch"], 0, state.batch_updates)
         at_old = applied == 0  # no update applied since the batch began: theta == theta_old
-        do_calib = (flags["calibrate"] & ~at_old) if calib.enabled else jnp.bool_(False)
+        do_calib = (
+            takes_calibration_sample(flags["calibrate"], applied)
+            if calib.enabled
+            else jnp.bool_(False)
+        )
         ratio_ref_BT = shadow_ratio(state.params, batch, do_calib) if calib.enabled else None
 
         def loss_fn(params: Any, fp8_meta: Any):

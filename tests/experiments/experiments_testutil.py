@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ml_collections import ConfigDict
 
+from calclip_jax.config import base_config
 from configs.arms import apply_overrides
-from configs.common import base_config
 
 
 def tiny_config(cache_dir: str, **overrides) -> ConfigDict:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from ml_collections import ConfigDict
 
+from calclip_jax.config import base_config
 from configs import sweep_granularity
 from configs.arms import apply_overrides
-from configs.common import base_config
 from experiments import sweep
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,10 +9,10 @@ import os
 import pytest
 from experiments_testutil import tiny_config
 
+from calclip_jax.config import ConfigError, build_run_spec
 from calclip_jax.data import get_task
-from calclip_jax.train.build import ConfigError, build_run_spec
+from calclip_jax.train.rl_loop import run_experiment
 from calclip_jax.train.run_logger import read_metrics
-from experiments.run import run_experiment
 
 HEADLINE = (
     "reward_mean",
@@ -122,6 +122,6 @@ def test_fwd_format_replaces_weights_and_activations_only(tmp_path, fmt):
         },
     )
     spec = build_run_spec(config)
-    for recipe in (spec.rollout_recipe, spec.step.recipe):
+    for recipe in (spec.rollout_recipe, spec.update.recipe):
         assert (recipe.weights.dtype, recipe.activations.dtype) == (fmt, fmt)
         assert recipe.gradients.dtype == "e5m2" and recipe.weights.granularity == "mx"

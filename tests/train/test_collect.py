@@ -9,10 +9,11 @@ import types
 
 import numpy as np
 
+from calclip_jax.config import RolloutConfig
 from calclip_jax.rl.advantages import grpo_advantages
 from calclip_jax.rl.presets import get_preset
 from calclip_jax.train import collect as collect_mod
-from calclip_jax.train.collect import Collector, RolloutConfig
+from calclip_jax.train.collect import Collector
 
 G, B, L = 4, 3, 5
 F, T_ = False, True

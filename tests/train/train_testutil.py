@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.train import (
-    OptimConfig,
     PPOUpdater,
     UpdateConfig,
     create_train_state,
@@ -23,7 +23,6 @@ TINY = ModelConfig(
     n_kv_heads=1,
     head_dim=16,
     d_ff=64,
-    max_seq_len=32,
 )
 
 
@@ -57,14 +56,12 @@ def rollout_batch(
 
 
 def make_setup(recipe: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwargs):
-    """(step_config, tx, state) for the tiny model."""
-    update_cfg = UpdateConfig(
-        recipe=PrecisionRecipe.preset(recipe), optim=OptimConfig(learning_rate=lr), **step_kwargs
-    )
+    """(update_cfg, tx, state) for the tiny model."""
+    update_cfg = UpdateConfig(recipe=PrecisionRecipe.preset(recipe), **step_kwargs)
     import jax
 
     params, meta = init_variables(TINY, update_cfg.recipe, jax.random.key(seed))
-    tx = make_optimizer(update_cfg.optim)
+    tx = make_optimizer(TrainConfig(learning_rate=lr))
     state = create_train_state(params, meta, tx, update_cfg.rl.eps_low, update_cfg.rl.eps_high)
     return update_cfg, tx, state
 

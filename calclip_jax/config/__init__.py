@@ -1,0 +1,36 @@
+"""The run config: one schema (defaults), its ConfigDict form, and the resolved run spec."""
+
+from calclip_jax.config.config_dict import ConfigError, base_config, parse, to_config_dict
+from calclip_jax.config.schema import (
+    EvalConfig,
+    LogConfig,
+    MeshConfig,
+    ModelSizes,
+    RLOverrides,
+    RolloutConfig,
+    RunConfig,
+    SFTConfig,
+    TaskConfig,
+    TrainConfig,
+)
+from calclip_jax.config.spec import RunSpec, build_run_spec, resolved_record
+
+__all__ = [
+    "ConfigError",
+    "EvalConfig",
+    "LogConfig",
+    "MeshConfig",
+    "ModelSizes",
+    "RLOverrides",
+    "RolloutConfig",
+    "RunConfig",
+    "RunSpec",
+    "SFTConfig",
+    "TaskConfig",
+    "TrainConfig",
+    "base_config",
+    "build_run_spec",
+    "parse",
+    "resolved_record",
+    "to_config_dict",
+]

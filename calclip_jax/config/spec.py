@@ -1,0 +1,167 @@
+"""RunConfig -> RunSpec: the typed objects a run uses, resolved once, and the record of them.
+
+`build_run_spec` is the one place where presets are looked up and "unset" (None) values are
+resolved; everything downstream reads the spec. `resolved_record(spec)` is what config.json
+stores beside the knobs, so a reader never recomputes a clip bound or a precision preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from ml_collections import ConfigDict
+
+from calclip_jax.config.config_dict import ConfigError, parse
+from calclip_jax.config.schema import RunConfig
+from calclip_jax.data import CharTokenizer, Task, Tokenizer, get_task
+from calclip_jax.fp8 import PRESETS, PrecisionRecipe
+from calclip_jax.model import ModelConfig
+from calclip_jax.rl.presets import RLPreset, get_preset
+from calclip_jax.train.config import UpdateConfig
+
+FWD_FORMATS = ("e4m3", "e5m2", "e2m1")
+MODEL_SIZES = (
+    "d_model",
+    "n_layers",
+    "n_heads",
+    "n_kv_heads",
+    "head_dim",
+    "d_ff",
+    "qk_norm",
+    "tie_embeddings",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """Everything a run needs, resolved from its RunConfig (kept as `config`)."""
+
+    config: RunConfig
+    task: Task
+    tokenizer: Tokenizer
+    model: ModelConfig
+    rollout_recipe: PrecisionRecipe
+    update: UpdateConfig  # what the jitted update step closes over (trainer recipe, RL, ...)
+    cache_dir: str
+    data_dir: str
+
+
+def _check(key: str, fn, *args, **kwargs) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ConfigError(f"{key}: {err}") from err
+
+
+def precision_recipe(key: str, preset: str, fwd_format: str | None) -> PrecisionRecipe:
+    """A preset, optionally with its forward (weights + activations) format replaced."""
+    if preset not in PRESETS:
+        raise ConfigError(f"{key}.precision={preset!r}; allowed {list(PRESETS)}")
+    if fwd_format is not None and fwd_format not in FWD_FORMATS:
+        raise ConfigError(f"{key}.fwd_format={fwd_format!r}; allowed {list(FWD_FORMATS)} or None")
+    recipe = PrecisionRecipe.preset(preset)
+    if fwd_format is None:
+        return recipe
+    if not recipe.weights.is_fp8:
+        raise ConfigError(f"{key}.fwd_format needs an fp8 precision, got {preset!r}")
+    roles = {
+        r: dataclasses.replace(getattr(recipe, r), dtype=fwd_format)
+        for r in ("weights", "activations")
+    }
+    return dataclasses.replace(recipe, **roles)
+
+
+def default_cache_dir() -> str:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "calclip_jax")
+
+
+def rl_preset(run: RunConfig) -> RLPreset:
+    """The named RL preset with the config's overrides (None keeps the preset's value)."""
+    base = _check("rl.preset", get_preset, run.rl.preset)
+    overrides = {
+        k: v for k, v in dataclasses.asdict(run.rl).items() if k != "preset" and v is not None
+    }
+    max_new = run.rollout.max_new_tokens
+    fields = {
+        **overrides,
+        "dual_clip_c": run.rl.dual_clip_c,  # None = off
+        "overlong_max_len": max_new,
+        "overlong_cache_len": max(1, max_new // 4),
+        "correction": run.correction,
+    }
+    return _check("rl", dataclasses.replace, base, **fields)
+
+
+def check_sampling(run: RunConfig, rl: RLPreset) -> None:
+    """RL rollouts sample at a temperature > 0; the trainer reproduces softmax(logits / T) but
+    not top-k / top-p truncation, so the corrections (which compare the two) reject it."""
+    r = run.rollout
+    if not r.temperature > 0:
+        raise ConfigError(f"rollout.temperature must be > 0 for RL rollouts, got {r.temperature}")
+    if (r.top_k is not None or r.top_p < 1.0) and rl.correction.mode != "none":
+        raise ConfigError(
+            f"rollout.top_k={r.top_k} / rollout.top_p={r.top_p}: the trainer cannot reproduce a "
+            f"truncated sampling distribution, so correction.mode={rl.correction.mode!r} would "
+            "compare different distributions; use top_k=None, top_p=1.0 or correction.mode=none"
+        )
+
+
+def model_config(run: RunConfig, vocab_size: int) -> ModelConfig:
+    m = run.model
+    if m.preset is not None:
+        cfg = _check("model.preset", ModelConfig.preset, m.preset)
+        return dataclasses.replace(cfg, vocab_size=vocab_size)
+    sizes = {k: getattr(m, k) for k in MODEL_SIZES}
+    return _check("model", ModelConfig, vocab_size=vocab_size, **sizes)
+
+
+def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
+    """Validates the config and builds the run objects; raises ConfigError naming the key."""
+    run = config if isinstance(config, RunConfig) else parse(config)
+    t = run.task
+    task = _check(f"task (name={t.name!r})", get_task, t.name, **t.knobs)
+    tokenizer = CharTokenizer.for_tasks(task)
+    rollout_recipe = precision_recipe("rollout", run.rollout.precision, run.rollout.fwd_format)
+    train_recipe = precision_recipe("train", run.train.precision, run.train.fwd_format)
+    rl = rl_preset(run)
+    check_sampling(run, rl)
+    update = _check(
+        "calibration",
+        UpdateConfig,
+        recipe=train_recipe,
+        rl=rl,
+        calibration=run.calibration,
+        temperature=float(run.rollout.temperature),
+    )
+    cache_dir = run.sft.cache_dir or default_cache_dir()
+    return RunSpec(
+        config=run,
+        task=task,
+        tokenizer=tokenizer,
+        model=model_config(run, tokenizer.vocab_size),
+        rollout_recipe=rollout_recipe,
+        update=update,
+        cache_dir=cache_dir,
+        data_dir=t.data_dir or os.path.join(cache_dir, "tfds"),
+    )
+
+
+def resolved_record(spec: RunSpec) -> dict[str, Any]:
+    """What the run resolved from its config, for config.json's "resolved" section."""
+    rl = spec.update.rl
+    record = {
+        "clip_bounds": [1.0 - rl.eps_low, 1.0 + rl.eps_high],
+        "rl": rl.to_dict(),
+        "rollout_recipe": spec.rollout_recipe.to_dict(),
+        "train_recipe": spec.update.recipe.to_dict(),
+        "shadow_recipe": (
+            spec.update.shadow_recipe.to_dict() if spec.config.calibration.enabled else None
+        ),
+        "model": spec.model.to_dict(),
+        "updates_per_rl_step": spec.config.train.updates_per_rl_step,
+        "rollout_batch": spec.config.rollout.batch_size,
+    }
+    return record

@@ -1,0 +1,97 @@
+"""One schema: the ConfigDict is generated from it, every family and arm builds the same spec
+from Python and from the command line, and "unset" is spelled None."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import typing
+
+import pytest
+from absl import flags
+from ml_collections import config_flags
+
+from calclip_jax.config import (
+    ConfigError,
+    RunConfig,
+    base_config,
+    build_run_spec,
+    parse,
+    resolved_record,
+    to_config_dict,
+)
+from calclip_jax.config.config_dict import _optional_type
+from configs.arms import ARMS
+
+FAMILIES = ("grpo", "dapo", "default", "countdown")
+
+
+def _cli_config(argv: list[str]):
+    """What `python -m experiments.train <argv>` parses (a fresh flag namespace)."""
+    values = flags.FlagValues()
+    holder = config_flags.DEFINE_config_file("config", None, "", flag_values=values)
+    values(["train", *argv])
+    return holder.value
+
+
+def _sections(run: RunConfig):
+    for field in dataclasses.fields(run):
+        value = getattr(run, field.name)
+        if dataclasses.is_dataclass(value):
+            yield field.name, value
+
+
+def test_base_config_is_the_schema_defaults():
+    assert parse(base_config()) == RunConfig()
+    assert parse(to_config_dict(RunConfig())) == RunConfig()
+
+
+def test_unset_is_spelled_none():
+    """No default uses a sentinel (-1, "", 0 meaning "off"); optional knobs default to None."""
+    for name, section in _sections(RunConfig()):
+        hints = typing.get_type_hints(type(section))
+        for field in dataclasses.fields(section):
+            value = getattr(section, field.name)
+            assert value != "" and value != -1, f"{name}.{field.name} = {value!r}"
+            if value is None:
+                assert _optional_type(hints[field.name]) is not None, f"{name}.{field.name}"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_arm_builds_the_same_spec_as_the_cli(family):
+    module = importlib.import_module(f"configs.{family}")
+    for arm in ("", *ARMS):
+        direct = build_run_spec(module.get_config(arm) if arm else module.get_config())
+        suffix = f":{arm}" if arm else ""
+        cli = build_run_spec(_cli_config([f"--config=configs/{family}.py{suffix}"]))
+        assert cli.config == direct.config, (family, arm)
+        assert resolved_record(cli) == resolved_record(direct), (family, arm)
+        assert cli.update == direct.update and cli.rollout_recipe == direct.rollout_recipe
+
+
+def test_cli_sets_an_unset_knob_and_the_record_resolves_it():
+    spec = build_run_spec(
+        _cli_config(["--config=configs/dapo.py:bf16", "--config.rl.eps_low=0.3"])
+    )
+    assert spec.config.rl.eps_low == 0.3
+    assert spec.update.rl.eps_high == 0.28  # still the DAPO preset's
+    assert resolved_record(spec)["clip_bounds"] == pytest.approx([0.7, 1.28])
+
+
+def test_config_json_round_trips(tmp_path):
+    config = importlib.import_module("configs.countdown").get_config("fp8_tensor_tis_calib")
+    spec = build_run_spec(config)
+    record = {**json.loads(config.to_json()), "resolved": resolved_record(spec)}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(record))
+    assert parse(json.loads(path.read_text())) == spec.config
+
+
+def test_unknown_keys_are_named():
+    values = base_config().to_dict()
+    values["train"]["stepz"] = 3
+    with pytest.raises(ConfigError, match=r"train: unknown keys \['stepz'\]"):
+        parse(values)
+    with pytest.raises(ConfigError, match="unknown config sections"):
+        parse({**base_config().to_dict(), "optim": {}})
