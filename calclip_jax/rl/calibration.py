@@ -19,7 +19,7 @@ Over valid tokens, with static bounds L0 = 1 - eps_low, U0 = 1 + eps_high:
             which the cap turns into `upper_max` (aux `calib_upper_capped` = 1).
 - clamps: lower into [lower_min, lower_max] (default [0, 1]); upper into [max(upper_min, lower),
   upper_max] with upper_min = 1 and upper_max = 1 + 2 * eps_high by default (an uncapped balance
-  rule drifts to 2-2.7 at toy scale, RESEARCH.md section 6: upper clipping effectively off).
+  rule drifts to 2-2.7 at toy scale: upper clipping effectively off).
 - no A<0 tokens -> lower = L0; no A>0 tokens -> upper = U0 (quantile, balance);
   all masked -> (L0, U0).
 Ratios at masked positions are ignored (may hold anything); NaN in valid ratios is not handled.

@@ -1,4 +1,4 @@
-"""RL step diagnostics (RESEARCH.md section 5), with the metric names used everywhere.
+"""Diagnostics of one policy-loss evaluation, with the metric names used everywhere.
 
 `rl_diagnostics` returns float32 scalars. Always present:
   clip_lower, clip_upper          bounds in use
@@ -18,8 +18,8 @@ Present when their inputs are given:
   mismatch_logp_abs = mean |old_logp - rollout_logp|
   token_mult_prob_error = mean exp(|rollout_logp - old_logp|)
   max_prob_diff = max |exp(old_logp) - exp(rollout_logp)|
-  tis_trunc_frac = share of valid tokens with rho > tis_cap
   kl_ref = mean k3(pi || pi_ref) = mean exp(ref - logp) - (ref - logp) - 1
+The correction's own metrics (tis_trunc_frac, is_*) come with its weights (rl/corrections.py).
 All means are over valid (mask = 1) tokens; empty sets give 0 for fractions and means.
 Every log-ratio is clamped to +-LOG_RATIO_CLAMP (20) before exp, as in the loss.
 """
@@ -65,7 +65,6 @@ def rl_diagnostics(
     ref_logp_BT: jax.Array | None = None,
     dual_clip_c: float | None = None,
     is_weights_BT: jax.Array | None = None,
-    tis_cap: float = 2.0,
     quantile_method: str = "auto",
 ) -> dict[str, jax.Array]:
     """Metrics of one policy-loss evaluation (stop-gradient); see the module docstring."""
@@ -108,7 +107,6 @@ def rl_diagnostics(
         out["token_mult_prob_error"] = _mean(jnp.exp(jnp.abs(safe_BT)), valid_BT)
         prob_diff_BT = jnp.abs(jnp.exp(old_logp_BT) - jnp.exp(rollout_logp_BT))
         out["max_prob_diff"] = jnp.max(jnp.where(valid_BT, prob_diff_BT, 0.0))
-        out["tis_trunc_frac"] = _frac(jnp.exp(safe_BT) > tis_cap, valid_BT)
     if ref_logp_BT is not None:
         ref_BT = jnp.where(valid_BT, lax.stop_gradient(ref_logp_BT), logp_BT)
         out["kl_ref"] = _mean(kl_penalty(logp_BT, ref_BT, "k3"), valid_BT)

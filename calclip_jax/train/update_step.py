@@ -189,7 +189,6 @@ def make_update_step(
             ref_logp_BT=batch["ref_logp"] if use_kl else None,
             dual_clip_c=rl.dual_clip_c,
             is_weights_BT=weights_BT,
-            tis_cap=rl.correction.tis_cap,
         )
         nan = jnp.float32(jnp.nan)
         # the shadow's clip shares: measured when calibrating; at theta_old r_ref == 1 exactly,

@@ -29,9 +29,10 @@ FAMILIES = ("grpo", "dapo", "default", "countdown")
 
 def _cli_config(argv: list[str]):
     """What `python -m experiments.train <argv>` parses (a fresh flag namespace)."""
+    argv = ["train", *argv]
     values = flags.FlagValues()
-    holder = config_flags.DEFINE_config_file("config", None, "", flag_values=values)
-    values(["train", *argv])
+    holder = config_flags.DEFINE_config_file("config", None, "", flag_values=values, sys_argv=argv)
+    values(argv)
     return holder.value
 
 
@@ -71,9 +72,7 @@ def test_every_arm_builds_the_same_spec_as_the_cli(family):
 
 
 def test_cli_sets_an_unset_knob_and_the_record_resolves_it():
-    spec = build_run_spec(
-        _cli_config(["--config=configs/dapo.py:bf16", "--config.rl.eps_low=0.3"])
-    )
+    spec = build_run_spec(_cli_config(["--config=configs/dapo.py:bf16", "--config.rl.eps_low=0.3"]))
     assert spec.config.rl.eps_low == 0.3
     assert spec.update.rl.eps_high == 0.28  # still the DAPO preset's
     assert resolved_record(spec)["clip_bounds"] == pytest.approx([0.7, 1.28])

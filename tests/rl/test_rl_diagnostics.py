@@ -15,7 +15,7 @@ NAMES = {
     "entropy", "clip_frac_lower_neg", "clip_frac_upper_pos", "clip_frac_lower_neg_ref",
     "clip_frac_upper_pos_ref", "zero_grad_frac_neg", "zero_grad_frac_pos", "clip_lower",
     "clip_upper", "mismatch_k3", "mismatch_logp_abs", "token_mult_prob_error", "max_prob_diff",
-    "tis_trunc_frac", "kl_ref",
+    "kl_ref",
 } | {f"ratio_{s}_{q}" for s in ("neg", "pos") for q in QS}  # fmt: skip
 
 
@@ -58,7 +58,6 @@ def test_names_and_values():
         "mismatch_logp_abs": np.abs(d)[mask].mean(),
         "token_mult_prob_error": np.exp(np.abs(d))[mask].mean(),
         "max_prob_diff": np.abs(np.exp(old) - np.exp(rollout))[mask].max(),
-        "tis_trunc_frac": (np.exp(d)[mask] > 2.0).mean(),
         "kl_ref": (np.exp(ref - logp) - (ref - logp) - 1)[mask].mean(),
     }
     for sign, sel in (("neg", neg), ("pos", pos)):
