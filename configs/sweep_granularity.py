@@ -16,7 +16,7 @@ from configs.arms import ARMS, GRANULARITIES
 TINY_ARMS = ("bf16", "fp8_tensor_tis", "fp8_tensor_tis_calib")
 TINY_COMMON = {  # shrinks a run to seconds on a CPU
     "train.steps": 4,
-    "sft.steps": 20,
+    "sft.updates": 20,
     "rollout.prompts_per_step": 4,
     "rollout.samples_per_prompt": 4,
     "eval.every": 2,

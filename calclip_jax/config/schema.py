@@ -49,7 +49,7 @@ class ModelSizes:
 
 @dataclasses.dataclass(frozen=True)
 class SFTConfig:
-    steps: int = 600  # max SFT optimizer updates (stops earlier at target_accuracy)
+    updates: int = 600  # max SFT optimizer updates (stops earlier at target_accuracy)
     batch_size: int = 64  # demonstrations per SFT update
     learning_rate: float = 3e-3  # AdamW peak learning rate (cosine decay)
     target_accuracy: float = 0.5  # stop once greedy test accuracy reaches this (1.0 = never)
@@ -57,7 +57,7 @@ class SFTConfig:
     cache_dir: str | None = None  # None -> $XDG_CACHE_HOME/calclip_jax (or ~/.cache/calclip_jax)
 
     def __post_init__(self) -> None:
-        _at_least(self, 0, "steps")
+        _at_least(self, 0, "updates")
         _at_least(self, 1, "batch_size", "eval_every")
 
 

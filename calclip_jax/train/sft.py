@@ -80,14 +80,14 @@ def run_sft(
     evaluate: Callable[[Any], dict[str, float]],
     log: Callable[[str], None] = print,
 ) -> tuple[Any, dict[str, Any]]:
-    """Trains until greedy accuracy >= target or `steps`; returns (params, report)."""
-    tx = optax.adamw(optax.cosine_decay_schedule(cfg.learning_rate, max(cfg.steps, 1)))
+    """Trains until greedy accuracy >= target or `cfg.updates` updates; returns (params, report)."""
+    tx = optax.adamw(optax.cosine_decay_schedule(cfg.learning_rate, max(cfg.updates, 1)))
     opt_state = tx.init(params)
     step = make_sft_step(model_config, tx)
     rng = np.random.default_rng(seed)
     seq_len = max(len(tokenizer.encode(task.demonstration(ex))) for ex in train) + 2
-    report: dict[str, Any] = {"steps": 0, "accuracy": 0.0, "loss": float("nan")}
-    for i in range(1, cfg.steps + 1):
+    report: dict[str, Any] = {"updates": 0, "accuracy": 0.0, "loss": float("nan")}
+    for i in range(1, cfg.updates + 1):
         idx = rng.integers(0, len(train), size=cfg.batch_size)
         batch = encode_sft_batch(
             tokenizer,
@@ -98,10 +98,10 @@ def run_sft(
         params, opt_state, loss = step(
             params, opt_state, batch.tokens_BT, batch.attn_mask_BT, batch.loss_mask_BT
         )
-        if i % cfg.eval_every == 0 or i == cfg.steps:
+        if i % cfg.eval_every == 0 or i == cfg.updates:
             acc = evaluate(params)["accuracy"]
-            report = {"steps": i, "accuracy": acc, "loss": float(loss)}
-            log(f"sft step {i}: loss {float(loss):.3f}, greedy test accuracy {acc:.3f}")
+            report = {"updates": i, "accuracy": acc, "loss": float(loss)}
+            log(f"sft update {i}: loss {float(loss):.3f}, greedy test accuracy {acc:.3f}")
             if acc >= cfg.target_accuracy:
                 break
     return params, report
@@ -158,7 +158,7 @@ def warm_start(
     spec: RunSpec, splits: dict[str, Sequence[Example]], log: Callable[[str], None] = print
 ) -> tuple[Any, dict[str, Any]]:
     """The RL start: fresh params (seeded) trained by SFT in float32, or the cached result of an
-    identical SFT; with sft.steps = 0 the fresh params. Returns (params, report)."""
+    identical SFT; with sft.updates = 0 the fresh params. Returns (params, report)."""
     run = spec.config
     params, _ = init_variables(spec.model, spec.update.recipe, jax.random.key(run.seed))
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
@@ -177,8 +177,8 @@ def warm_start(
             run.rollout.max_new_tokens,
         )
 
-    if run.sft.steps == 0:
-        return params, {"accuracy": evaluate(params)["accuracy"], "steps": 0}
+    if run.sft.updates == 0:
+        return params, {"accuracy": evaluate(params)["accuracy"], "updates": 0}
     key = sft_cache_key(spec.model, spec.task, spec.tokenizer.alphabet, run.sft, run.seed)
 
     def train_fn(p: Any) -> tuple[Any, dict[str, Any]]:

@@ -21,7 +21,7 @@ def tiny_config(cache_dir: str, **overrides) -> ConfigDict:
             "model.n_kv_heads": 1,
             "model.head_dim": 16,
             "model.d_ff": 64,
-            "sft.steps": 20,
+            "sft.updates": 20,
             "sft.eval_every": 20,
             "sft.batch_size": 16,
             "sft.cache_dir": cache_dir,

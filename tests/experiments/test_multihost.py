@@ -33,7 +33,7 @@ TINY = {
     "model.n_kv_heads": 1,
     "model.head_dim": 16,
     "model.d_ff": 64,
-    "sft.steps": 20,
+    "sft.updates": 20,
     "sft.eval_every": 20,
     "sft.batch_size": 16,
     "rollout.prompts_per_step": 4,

@@ -92,7 +92,8 @@ def _plain_ppo_params(cfg, tx, state, batch):
 
 
 def test_calibration_off_is_plain_ppo():
-    rl = dataclasses.replace(get_preset("grpo"), kl_beta=0.0)
+    plain = CorrectionConfig(mode="none")
+    rl = dataclasses.replace(get_preset("grpo"), kl_beta=0.0, correction=plain)
     cfg, _, state = make_setup("fp32", rl=rl)
     tx = optax.sgd(1.0)  # linear in the gradient: Adam would amplify near-zero differences
     state = create_train_state(state.params, {}, tx, rl.eps_low, rl.eps_high)
