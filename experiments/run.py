@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -11,13 +10,14 @@ from typing import Any
 import jax
 from ml_collections import ConfigDict
 
+from calclip_jax.analysis import run_record as R
+from calclip_jax.analysis.stats import FINAL_STEPS
 from calclip_jax.data import SPLITS, Example, load_split
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.train.build import RunSpec, build_run_spec
 from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
 from calclip_jax.train.multihost import is_leader, leader_first
 from calclip_jax.train.rl_loop import RLRun
-from calclip_jax.train.run_logger import read_metrics
 from calclip_jax.train.run_summary import summarize
 from calclip_jax.train.sft import SFTConfig, cached_sft, run_sft, sft_cache_key
 from calclip_jax.train.state import init_variables
@@ -83,11 +83,9 @@ def run_experiment(
     """Runs (or resumes, or skips when finished) the experiment; returns its summary."""
     spec = build_run_spec(config)  # validates before anything is compiled
     os.makedirs(workdir, exist_ok=True)
-    summary_path = os.path.join(workdir, "summary.json")
-    if os.path.exists(summary_path):
-        log(f"{workdir} already holds a finished run (summary.json); nothing to do")
-        with open(summary_path) as f:
-            return json.load(f)
+    if R.is_finished(workdir):
+        log(f"{workdir} already holds a finished run ({R.SUMMARY_FILE}); nothing to do")
+        return R.load_summary(workdir)
     if is_leader():
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(config.to_json(indent=2))
@@ -107,12 +105,11 @@ def run_experiment(
         progress = not config.log.quiet and is_leader()
     run.run(progress=progress)
     log = config.log
-    summary = summarize(read_metrics(workdir), log.surge_factor, log.surge_warmup, log.surge_window)
+    rows = R.read_metrics(workdir)
+    summary = summarize(rows, log.surge_factor, log.surge_warmup, log.surge_window)
     summary.update(sft_accuracy=sft_report["accuracy"], wall_time_s=time.perf_counter() - t_start)
     if is_leader():
-        with open(summary_path + ".tmp", "w") as f:
-            json.dump(summary, f, indent=2)
-        os.replace(summary_path + ".tmp", summary_path)
+        R.save_summary(workdir, summary)
     return summary
 
 
@@ -122,7 +119,8 @@ def format_summary(s: dict) -> str:
     return "\n".join(
         [
             f"steps {s['final_step']}  wall {s['wall_time_s']:.0f}s",
-            f"reward        {fmt(s['reward_first'])} -> {fmt(s['reward_last'])}",
+            f"reward        {fmt(s['reward_first'])} -> {fmt(s.get('reward_final'))} (last "
+            f"{FINAL_STEPS})",
             f"eval accuracy {fmt(s['eval_accuracy_first'])} -> {fmt(s['eval_accuracy_last'])}",
             f"entropy       {fmt(s['entropy_first'])} -> {fmt(s['entropy_last'])}"
             f" (peak {fmt(s['entropy_peak'])}, surge: {s['entropy_surge']})",
