@@ -19,7 +19,9 @@ from absl import app, flags
 
 from calclip_jax.analysis import metrics as M
 from calclip_jax.analysis import plots
+from calclip_jax.analysis import run_record as R
 from calclip_jax.analysis.ratio_dumps import PROB_EDGES, load_dumps, pooled_tokens
+from calclip_jax.analysis.stats import FINAL_STEPS, final_value, finite_mean, last_finite
 from calclip_jax.analysis.surge import (
     SURGE_FACTOR,
     SURGE_WARMUP,
@@ -67,15 +69,16 @@ SEED_RUNS = {
     ),
 }
 GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
-LAST = 10  # "final" values: mean over the last LAST RL steps
 
 
-def _mean(x: np.ndarray | None, last: int | None = None) -> float:
-    if x is None or x.size == 0:
-        return math.nan
-    x = x[-last:] if last else x
-    x = x[np.isfinite(x)]
-    return float(x.mean()) if x.size else math.nan
+def _mean(x: np.ndarray | None) -> float:
+    """Mean over all logged steps (NaN when none)."""
+    return finite_mean(x, default=math.nan)
+
+
+def _final(x: np.ndarray | None) -> float:
+    """`stats.final_value`: mean over the last FINAL_STEPS logged steps (NaN when none)."""
+    return final_value(x, default=math.nan)
 
 
 def _fmt(v: float, pct: bool = False) -> str:
@@ -88,12 +91,12 @@ def load_all(root: Path) -> dict[str, dict]:
     """arm name -> {"dir", "cols", "config"} for every arm of every phase present."""
     arms = {}
     for phase in PHASES:
-        for name, path in M.find_arms(root / phase).items():
+        for name, path in R.find_arms(root / phase).items():
             cols = M.load_columns(path)
             if cols.get("step") is None or cols["step"].size == 0:
                 continue
             key = name if phase in ("granularity", "seeds") else f"{phase}/{name}"
-            arms[key] = {"dir": path, "cols": cols, "config": M.load_config(path) or {}}
+            arms[key] = {"dir": path, "cols": cols, "config": R.load_config(path) or {}}
     return arms
 
 
@@ -153,8 +156,8 @@ def dynamics_table(arms: dict[str, dict]) -> str:
     """Per arm: reward, eval accuracy, entropy path, surge, max rebound of the smoothed entropy
     over its running minimum (the surge threshold is k = 1.5), length, garbled share, mismatch."""
     lines = [
-        f"| arm | steps | reward (last {LAST}) | eval acc first -> last | entropy first / min / "
-        "peak after min / last | surge step (10-step mean / raw) | max rebound | resp len | "
+        f"| arm | steps | reward (last {FINAL_STEPS}) | eval acc first -> last | entropy first / "
+        "min / peak after min / last | surge step (10-step mean / raw) | max rebound | resp len | "
         "garbled | mismatch k3 |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -178,23 +181,22 @@ def dynamics_table(arms: dict[str, dict]) -> str:
         planned = M.config_value(cfg, "train.steps", None)
         steps = f"{int(c['step'][-1])}" + ("" if planned == int(c["step"][-1]) else f"/{planned}")
         lines.append(
-            f"| {name} | {steps} | {_fmt(_mean(c.get('reward_mean'), LAST))} | "
+            f"| {name} | {steps} | {_fmt(_final(c.get('reward_mean')))} | "
             f"{_fmt(ev[0] if ev.size else math.nan)} -> {_fmt(ev[-1] if ev.size else math.nan)} | "
             f"{_fmt(finite[0] if finite.size else math.nan)} / {_fmt(np.nanmin(ent))} / "
             f"{_fmt(peak_after)} / {_fmt(finite[-1] if finite.size else math.nan)} | "
             f"{surge if surge is not None else 'none'} / {raw if raw is not None else 'none'} | "
-            f"{_fmt(rebound)} | {_fmt(_mean(c.get('response_len_mean'), LAST))} | "
-            f"{_fmt(_mean(c.get('garbled_frac'), LAST), True)} | "
+            f"{_fmt(rebound)} | {_fmt(_final(c.get('response_len_mean')))} | "
+            f"{_fmt(_final(c.get('garbled_frac')), True)} | "
             f"{_mean(c.get('mismatch_k3')):.1e} |"
         )
     return "\n".join(lines)
 
 
 def _final_values(run: dict) -> tuple[float, float]:
-    """(mean reward over the last LAST steps, last eval accuracy) of one run."""
-    ev = run["cols"].get("eval_accuracy", np.array([]))
-    ev = ev[np.isfinite(ev)]
-    return _mean(run["cols"].get("reward_mean"), LAST), float(ev[-1]) if ev.size else math.nan
+    """(final reward, last eval accuracy) of one run."""
+    cols = run["cols"]
+    return _final(cols.get("reward_mean")), last_finite(cols.get("eval_accuracy"), math.nan)
 
 
 def _finished(run: dict) -> bool:
@@ -217,7 +219,7 @@ def seeds_table(arms: dict[str, dict]) -> str:
                 [_final_values(r) if r and _finished(r) else (math.nan, math.nan) for r in runs]
             )
         for base in bases:
-            for j, metric in enumerate(("reward (last 10)", "final eval acc")):
+            for j, metric in enumerate((f"reward (last {FINAL_STEPS})", "final eval acc")):
                 x = finals[base][:, j]
                 ok = x[np.isfinite(x)]
                 if not ok.size:
@@ -424,7 +426,7 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -
         dumps = load_dumps(arms[name]["dir"])
         if not dumps:
             continue
-        lower = 0.8  # 1 - eps_low of both presets (eps_low = 0.2)
+        lower = R.clip_bounds(arms[name]["dir"])[0]
         tok = pooled_tokens(dumps)
         neg = tok["advantages"] < 0
         fp8, ref, prob = tok["ratio"][neg], tok["ratio_ref"][neg], tok["old_prob"][neg]

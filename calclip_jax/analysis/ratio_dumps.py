@@ -17,14 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
+from calclip_jax.analysis.run_record import RATIOS_DIR, step_files
+
 REQUIRED = ("ratio", "advantages", "mask")
 PROB_EDGES = (0.0, 0.05, 0.2, 0.5, 0.9, 0.99, 1.0001)  # old-policy probability bins
 
 
 def dump_steps(workdir: str | Path) -> dict[int, Path]:
     """RL step -> dump file of a run (empty when it dumped nothing)."""
-    files = sorted((Path(workdir) / "ratios").glob("step_*.npz"))
-    return {int(f.stem[5:]): f for f in files if f.stem[5:].isdigit()}
+    return step_files(Path(workdir) / RATIOS_DIR, "npz")
 
 
 def load_dump(path: str | Path) -> dict[str, np.ndarray]:

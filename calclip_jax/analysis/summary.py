@@ -1,12 +1,12 @@
 """One summary row per arm of a sweep, written as CSV and Markdown.
 
-Choices: final reward = mean `reward_mean` of the last 3 logged steps (one step is noisy);
-final eval accuracy = the last logged `eval_accuracy` (summary.json's `eval_accuracy_last` if
-metrics has none); peak entropy = max over all steps (the first step when entropy only falls);
-clip fractions and `mismatch_k3` = means over the steps that logged them (`_ref` columns: the
-BF16-shadow values, logged only on calibrated steps); wall time from summary.json, else the sum of
-`step_time_s`. The surge uses the run's own `log.surge_factor` / `log.surge_warmup` /
-`log.surge_window` if its config.json has them.
+Choices: final reward = `stats.final_value` of `reward_mean` (mean over the last FINAL_STEPS
+logged steps); final eval accuracy = the last logged `eval_accuracy` (summary.json's
+`eval_accuracy_last` if metrics has none); peak entropy = max over all steps (the first step when
+entropy only falls); clip fractions and `mismatch_k3` = means over the steps that logged them
+(`_ref` columns: the BF16-shadow values, logged only on calibrated steps); wall time from
+summary.json, else the sum of `step_time_s`. The surge uses the run's own `log.surge_factor` /
+`log.surge_warmup` / `log.surge_window` if its config.json has them.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from calclip_jax.analysis import metrics as M
+from calclip_jax.analysis import run_record as R
+from calclip_jax.analysis.stats import final_value, finite_mean, finite_stat, last_finite
 from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW, detect_surge
 
-LAST_N_REWARD = 3
 MEAN_KEYS = (
     "clip_frac_lower_neg",
     "clip_frac_lower_neg_ref",
@@ -55,12 +56,6 @@ COLUMNS = (
 _SEED_SUFFIX = re.compile(r"__seed-?\d+$")
 
 
-def _nan_stat(x: np.ndarray | None, fn) -> float | None:
-    if x is None or not np.isfinite(x).any():
-        return None
-    return float(fn(x[np.isfinite(x)]))
-
-
 def summarize_run(
     workdir: str | Path,
     name: str | None = None,
@@ -72,7 +67,7 @@ def summarize_run(
     """Summary row (keys: COLUMNS) of one run; status finished | incomplete | missing."""
     workdir = Path(workdir)
     cols = M.load_columns(workdir)
-    config, summary = M.load_config(workdir), M.load_summary(workdir)
+    config, summary = R.load_config(workdir), R.load_summary(workdir)
     status = "finished" if summary is not None else ("incomplete" if cols else "missing")
     row: dict[str, Any] = {"arm": name or workdir.name, "status": status}
     steps = cols.get("step")
@@ -81,15 +76,13 @@ def summarize_run(
         value = M.config_value(config, dotted)
         row[column] = value.lower() if column == "calibration" and isinstance(value, str) else value
 
-    reward = cols.get("reward_mean")
-    finite_reward = reward[np.isfinite(reward)] if reward is not None else np.array([])
-    row["final_reward"] = _nan_stat(finite_reward[-LAST_N_REWARD:], np.mean)
-    row["final_eval_accuracy"] = _nan_stat(cols.get("eval_accuracy"), lambda a: a[-1])
+    row["final_reward"] = final_value(cols.get("reward_mean"))
+    row["final_eval_accuracy"] = last_finite(cols.get("eval_accuracy"))
     if row["final_eval_accuracy"] is None and summary is not None:
-        row["final_eval_accuracy"] = M.finite_or_none(summary.get("eval_accuracy_last"))
+        row["final_eval_accuracy"] = finite_mean([summary.get("eval_accuracy_last")])
 
     entropy = cols.get("entropy")
-    row["entropy_peak"] = _nan_stat(entropy, np.max)
+    row["entropy_peak"] = finite_stat(entropy, np.max)
     k = surge_k if surge_k is not None else M.config_value(config, "log.surge_factor", SURGE_FACTOR)
     warmup = (
         surge_warmup
@@ -107,9 +100,9 @@ def summarize_run(
     row["entropy_surge"] = None if entropy is None else surge_step is not None
     row["entropy_surge_step"] = surge_step
     for key in MEAN_KEYS:
-        row[key] = _nan_stat(cols.get(key), np.mean)
-    wall = M.finite_or_none(summary.get("wall_time_s")) if summary else None
-    row["wall_time_s"] = wall if wall is not None else _nan_stat(cols.get("step_time_s"), np.sum)
+        row[key] = finite_mean(cols.get(key))
+    wall = finite_mean([summary.get("wall_time_s")]) if summary else None
+    row["wall_time_s"] = wall if wall is not None else finite_stat(cols.get("step_time_s"), np.sum)
     return row
 
 
@@ -122,7 +115,7 @@ def summarize_sweep(
 ) -> list[dict[str, Any]]:
     """Rows for `arms` (default: the arms found in `sweep_dir`); `failed` arms get that status."""
     sweep_dir = Path(sweep_dir)
-    names = list(arms) if arms is not None else list(M.find_arms(sweep_dir))
+    names = list(arms) if arms is not None else list(R.find_arms(sweep_dir))
     failed = set(failed)
     rows = []
     for name in names:

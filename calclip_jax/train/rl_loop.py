@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from ml_collections import ConfigDict
 
+from calclip_jax.analysis import run_record as R
+from calclip_jax.analysis.stats import FINAL_STEPS, finite_mean
 from calclip_jax.config import RunConfig, RunSpec, build_run_spec, resolved_record
 from calclip_jax.data import SPLITS, Example, load_split
 from calclip_jax.train.checkpoints import Checkpointer
@@ -37,7 +39,7 @@ from calclip_jax.train.mesh import make_mesh
 from calclip_jax.train.multihost import is_leader, leader_first, sync
 from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater, minibatch_keys
-from calclip_jax.train.run_logger import RunLogger, read_metrics
+from calclip_jax.train.run_logger import RunLogger
 from calclip_jax.train.run_summary import summarize
 from calclip_jax.train.sft import warm_start
 from calclip_jax.train.sharded import jit_update_step, shard_state
@@ -51,12 +53,6 @@ def say(msg: str) -> None:
     """Print on the leader process only."""
     if is_leader():
         print(msg, flush=True)
-
-
-def finite_mean(values: Sequence[float | None]) -> float:
-    """Mean of the finite values; NaN when there is none."""
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    return float(np.mean(finite)) if finite else float("nan")
 
 
 @dataclasses.dataclass
@@ -179,7 +175,9 @@ def rl_step(parts: RLParts, step: int) -> dict[str, float]:
     if step % run.log.samples_every == 0 or step == 1:
         parts.logger.write_samples(step, got.samples[: run.log.num_samples])
     row = dict(got.metrics)
-    row.update({name: finite_mean([m.get(name) for m in per_update]) for name in per_update[0]})
+    row.update(  # the mean over the batch's updates
+        {name: finite_mean([m.get(name) for m in per_update], math.nan) for name in per_update[0]}
+    )
     row.update(clip_lower=per_update[-1]["clip_lower"], clip_upper=per_update[-1]["clip_upper"])
     row.update(rollout_time_s=t1 - t0, train_time_s=t2 - t1)
     return row
@@ -220,7 +218,7 @@ def rl_loop(parts: RLParts, log: Callable[[str], None], progress: bool) -> None:
 def write_config(workdir: str, config: ConfigDict | RunConfig, spec: RunSpec) -> None:
     """config.json: the knobs as given plus a "resolved" section (`resolved_record`)."""
     knobs = json.loads(config.to_json()) if isinstance(config, ConfigDict) else config.to_dict()
-    path = os.path.join(workdir, "config.json")
+    path = os.path.join(workdir, R.CONFIG_FILE)
     with open(path + ".tmp", "w") as f:
         json.dump({**knobs, "resolved": resolved_record(spec)}, f, indent=2)
     os.replace(path + ".tmp", path)
@@ -236,11 +234,9 @@ def run_experiment(
     spec = build_run_spec(config)  # validates before anything is compiled
     run = spec.config
     os.makedirs(workdir, exist_ok=True)
-    summary_path = os.path.join(workdir, "summary.json")
-    if os.path.exists(summary_path):
-        log(f"{workdir} already holds a finished run (summary.json); nothing to do")
-        with open(summary_path) as f:
-            return json.load(f)
+    if R.is_finished(workdir):
+        log(f"{workdir} already holds a finished run ({R.SUMMARY_FILE}); nothing to do")
+        return R.load_summary(workdir)
     if is_leader():
         write_config(workdir, config, spec)
     t_start = time.perf_counter()
@@ -258,12 +254,11 @@ def run_experiment(
         progress = not run.log.quiet and is_leader()
     rl_loop(parts, log, progress)
     lg = run.log
-    summary = summarize(read_metrics(workdir), lg.surge_factor, lg.surge_warmup, lg.surge_window)
+    rows = R.read_metrics(workdir)
+    summary = summarize(rows, lg.surge_factor, lg.surge_warmup, lg.surge_window)
     summary.update(sft_accuracy=sft_report["accuracy"], wall_time_s=time.perf_counter() - t_start)
     if is_leader():
-        with open(summary_path + ".tmp", "w") as f:
-            json.dump(summary, f, indent=2)
-        os.replace(summary_path + ".tmp", summary_path)
+        R.save_summary(workdir, summary)
     return summary
 
 
@@ -273,7 +268,8 @@ def format_summary(s: dict) -> str:
     return "\n".join(
         [
             f"steps {s['final_step']}  wall {s['wall_time_s']:.0f}s",
-            f"reward        {fmt(s['reward_first'])} -> {fmt(s['reward_last'])}",
+            f"reward        {fmt(s['reward_first'])} -> {fmt(s.get('reward_final'))} (last "
+            f"{FINAL_STEPS})",
             f"eval accuracy {fmt(s['eval_accuracy_first'])} -> {fmt(s['eval_accuracy_last'])}",
             f"entropy       {fmt(s['entropy_first'])} -> {fmt(s['entropy_last'])}"
             f" (peak {fmt(s['entropy_peak'])}, surge: {s['entropy_surge']})",

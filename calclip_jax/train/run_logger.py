@@ -1,14 +1,21 @@
-"""Run outputs: metrics.jsonl (one object per RL step), TensorBoard events, sample dumps."""
+"""Writes a run's outputs: metrics.jsonl, TensorBoard events, samples, array dumps.
+
+The layout and the reader are `calclip_jax.analysis.run_record`'s.
+"""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from calclip_jax.analysis import run_record as R
+from calclip_jax.analysis.run_record import read_metrics
+
+__all__ = ["RunLogger", "read_metrics"]  # read_metrics: the run record's reader, re-exported
 
 
 def _jsonable(value: Any) -> Any:
@@ -26,25 +33,18 @@ class RunLogger:
 
     def __init__(self, workdir: str, tensorboard: bool = True, active: bool = True) -> None:
         self.workdir, self.active = workdir, active
-        self.path = os.path.join(workdir, "metrics.jsonl")
+        self.path = os.path.join(workdir, R.METRICS_FILE)
         self._tb = None
         if tensorboard and active:
             from tensorboardX import SummaryWriter
 
-            self._tb = SummaryWriter(os.path.join(workdir, "tb"))
+            self._tb = SummaryWriter(os.path.join(workdir, R.TB_DIR))
 
     def truncate_after(self, step: int) -> None:
+        """Rewrites metrics.jsonl as `run_record.read_metrics` reads it, up to `step`."""
         if not self.active or not os.path.exists(self.path):
             return
-        kept = []
-        with open(self.path) as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    break
-                if row.get("step", 0) <= step:
-                    kept.append(line if line.endswith("\n") else line + "\n")
+        kept = [R.metrics_line(row) for row in R.read_metrics(self.workdir) if row["step"] <= step]
         with open(self.path + ".tmp", "w") as f:
             f.writelines(kept)
         os.replace(self.path + ".tmp", self.path)
@@ -54,7 +54,7 @@ class RunLogger:
             return
         row = {"step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
         with open(self.path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+            f.write(R.metrics_line(row))
             f.flush()
             os.fsync(f.fileno())
         if self._tb is not None:
@@ -66,9 +66,9 @@ class RunLogger:
     def write_samples(self, step: int, samples: Sequence[tuple[str, str, float]]) -> None:
         if not self.active:
             return
-        folder = os.path.join(self.workdir, "samples")
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, f"step_{step:06d}.txt"), "w") as f:
+        path = R.sample_path(self.workdir, step)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as f:
             for prompt, response, reward in samples:
                 f.write(f"{reward:+.3f}  {prompt}|{response}\n")
 
@@ -78,20 +78,8 @@ class RunLogger:
             return
         path = os.path.join(self.workdir, folder)
         os.makedirs(path, exist_ok=True)
-        np.savez_compressed(os.path.join(path, f"step_{step:06d}.npz"), **arrays)
+        np.savez_compressed(os.path.join(path, R.step_file(step, "npz")), **arrays)
 
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
-
-
-def read_metrics(workdir: str) -> list[dict[str, Any]]:
-    """All complete rows of workdir/metrics.jsonl."""
-    rows = []
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-        for line in f:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return rows

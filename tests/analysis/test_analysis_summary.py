@@ -43,7 +43,7 @@ def test_row_values_of_a_finished_run(tmp_path):
     assert list(row) == list(S.COLUMNS)
     assert row["arm"] == "fp8_block_tis" and row["status"] == "finished"
     assert row["final_step"] == 8
-    assert row["final_reward"] == pytest.approx((0.5 + 0.6 + 0.7) / 3)  # steps 5-7 (8 is null)
+    assert row["final_reward"] == pytest.approx(0.4)  # steps 1-7 of the last 10 (8 is null)
     assert row["final_eval_accuracy"] == pytest.approx(0.35)  # last logged (step 4)
     assert row["entropy_peak"] == 2.0
     assert row["entropy_surge"] is True and row["entropy_surge_step"] == 8
@@ -87,7 +87,7 @@ def test_sweep_tables_and_seed_aggregation(tmp_path):
     agg = S.aggregate_seeds(rows)
     assert [a["arm"] for a in agg] == ["bf16", "crashed"]
     assert agg[0]["n_seeds"] == 2 and agg[0]["train_precision"] == "bf16"
-    assert agg[0]["final_reward"] == pytest.approx(0.6 + 0.1)
+    assert agg[0]["final_reward"] == pytest.approx(0.4 + 0.1)
     assert agg[0]["final_reward_std"] == pytest.approx(0.2 / 2**0.5)
     assert agg[0]["entropy_surge"] == 0.0
 
@@ -95,7 +95,7 @@ def test_sweep_tables_and_seed_aggregation(tmp_path):
     with csv_path.open() as f:
         read = list(csv.DictReader(f))
     assert [r["arm"] for r in read] == ["bf16__seed0", "bf16__seed1", "crashed"]
-    assert float(read[1]["final_reward"]) == pytest.approx(0.8)
+    assert float(read[1]["final_reward"]) == pytest.approx(0.6)
     assert read[2]["final_eval_accuracy"] == ""
     md = md_path.read_text()
     assert "| bf16__seed1 | finished | 8 |" in md and "| crashed | failed |" in md

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calclip_jax.analysis.run_record import RunRecordError
 from experiments import report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,6 +26,7 @@ def _write_arm(
     cfg = {
         "train": {"steps": STEPS, "precision": precision},
         "log": {"surge_factor": 1.5, "surge_warmup": 2},
+        "resolved": {"clip_bounds": [0.8, 1.28]},
     }
     (path / "config.json").write_text(json.dumps(cfg))
     rows = []
@@ -143,3 +145,18 @@ def test_composition_table_separates_composition_from_precision_noise(results):
     row = "| stress/fp8_tensor_tis | fp8_block | 2 | 0.2000 / 0.900 | 3.00% / 0.00% |"
     assert f"{row} {d.std():.3f} / - |" in table
     assert "| 1 other arms" in table and "fp8_block_tis |" not in table
+
+
+def test_probability_binned_reads_the_resolved_lower_bound(results, tmp_path):
+    arms = report.load_all(results)
+    config = results / "stress" / "fp8_tensor_tis" / "config.json"
+    cfg = json.loads(config.read_text())
+    try:  # a lower bound of 0.6: only the 0.5 ratio of the dump is below it
+        config.write_text(json.dumps({**cfg, "resolved": {"clip_bounds": [0.6, 1.2]}}))
+        table = report.probability_binned(arms, ["stress/fp8_tensor_tis"], tmp_path / "a.png")
+        assert "25.00% vs 0.00% (n=4)" in table
+        config.write_text(json.dumps({k: v for k, v in cfg.items() if k != "resolved"}))
+        with pytest.raises(RunRecordError, match=f"{config}: lacks resolved.clip_bounds"):
+            report.probability_binned(arms, ["stress/fp8_tensor_tis"], tmp_path / "b.png")
+    finally:
+        config.write_text(json.dumps(cfg))

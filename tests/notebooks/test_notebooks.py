@@ -8,6 +8,7 @@ The tiny sweep (`configs/sweep_granularity.py:tiny`: 3 arms x 4 RL steps) takes 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -159,11 +160,19 @@ def test_notebooks_on_partial_and_empty_dirs(tiny_sweep, tmp_path, monkeypatch):
         assert not saved_figures(tmp_path / f"figs_empty_{name}")
 
 
+def add_resolved_bounds(workdir: Path, bounds: tuple[float, float] = (0.8, 1.2)) -> None:
+    """config.json with the resolved section (`run_record.clip_bounds` reads it)."""
+    config = json.loads((workdir / "config.json").read_text())
+    resolved = {**config.get("resolved", {}), "clip_bounds": list(bounds)}
+    (workdir / "config.json").write_text(json.dumps({**config, "resolved": resolved}))
+
+
 def test_ratio_histograms_from_dumps(tiny_sweep, tmp_path, monkeypatch):
     sweep = tmp_path / "with_dumps"
     rng = np.random.default_rng(0)
     for arm, with_ref in ((CALIB_ARM, True), ("bf16", False)):
         copy_run(tiny_sweep / arm, sweep / arm)
+        add_resolved_bounds(sweep / arm)
         (sweep / arm / "ratios").mkdir()
         mask_BT = np.zeros((8, 6), np.float32)
         mask_BT[:, 2:] = 1.0
@@ -178,6 +187,7 @@ def test_ratio_histograms_from_dumps(tiny_sweep, tmp_path, monkeypatch):
         np.savez(sweep / arm / "ratios" / "step_000004.npz", **arrays)
     text = run_notebook("ratio_distortion", sweep, tmp_path / "figs", monkeypatch)
     assert NO_DUMPS not in text
+    assert "static bounds not drawn" not in text  # both configs carry resolved.clip_bounds
     assert {f"ratio_hist_{CALIB_ARM}", "ratio_hist_bf16"} <= saved_figures(tmp_path / "figs")
     assert "precision_noise" in saved_figures(tmp_path / "figs")  # the FP8 arm with a shadow
     assert "std d A<0" in text
