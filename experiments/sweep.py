@@ -30,7 +30,7 @@ from absl import app, flags
 from ml_collections import ConfigDict, config_flags
 
 from calclip_jax.analysis import summary as summary_lib
-from calclip_jax.analysis.metrics import is_finished
+from calclip_jax.analysis.run_record import is_finished
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config",

@@ -7,9 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from calclip_jax.analysis.run_record import is_finished, read_metrics
-
-__all__ = ["config_value", "is_finished", "load_columns", "to_columns"]  # is_finished: run_record's
+from calclip_jax.analysis.run_record import read_metrics
 
 
 def to_columns(records: list[dict[str, Any]]) -> dict[str, np.ndarray]:

@@ -13,9 +13,6 @@ from typing import Any
 import numpy as np
 
 from calclip_jax.analysis import run_record as R
-from calclip_jax.analysis.run_record import read_metrics
-
-__all__ = ["RunLogger", "read_metrics"]  # read_metrics: the run record's reader, re-exported
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Fabricated workdirs in the layout `experiments.train` writes (spec EXPERIMENTS.md)."""
+"""Fabricated workdirs in the layout `experiments.train` writes (`analysis.run_record`)."""
 
 import json
 from pathlib import Path

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from calclip_jax.train.run_logger import read_metrics
+from calclip_jax.analysis.run_record import read_metrics
 
 pytestmark = pytest.mark.slow  # ~100 s on a busy 2-core CPU: three jax processes, compiles
 

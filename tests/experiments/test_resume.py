@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from calclip_jax.train.run_logger import read_metrics
+from calclip_jax.analysis.run_record import read_metrics
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

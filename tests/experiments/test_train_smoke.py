@@ -9,10 +9,10 @@ import os
 import pytest
 from experiments_testutil import tiny_config
 
+from calclip_jax.analysis.run_record import read_metrics
 from calclip_jax.config import ConfigError, build_run_spec
 from calclip_jax.data import get_task
 from calclip_jax.train.rl_loop import run_experiment
-from calclip_jax.train.run_logger import read_metrics
 
 HEADLINE = (
     "reward_mean",
