@@ -69,19 +69,21 @@ def granularity_arms() -> dict[str, dict]:
 def headline_arms() -> dict[str, dict]:
     arms = {}
     for algo in ("grpo", "dapo"):
-        for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib"):
+        for name in HEADLINE_ARMS:
             arms[f"{algo}_{name}"] = _arm(name, **{"rl.preset": algo})
     return arms
 
 
 EXTRA_SEEDS = (1, 2, 3, 4)  # seeds of the headline arms beyond seed 0
+HEADLINE_ARMS = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
+STRESS_SEEDS = (1, 2)  # seeds of the stress_seeds and stress_dapo_seeds phases
 
 
 def seed_arms() -> dict[str, dict]:
     """GRPO headline arms at seeds 1-4 (seed 0 is the granularity phase's run)."""
     return {
         f"{name}__seed{seed}": _arm(name, seed=seed)
-        for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
+        for name in HEADLINE_ARMS
         for seed in EXTRA_SEEDS
     }
 
@@ -90,17 +92,14 @@ def dapo_seed_arms() -> dict[str, dict]:
     """DAPO headline arms at seeds 1-4 (seed 0 is the dapo phase's run)."""
     return {
         f"dapo_{name}__seed{seed}": _arm(name, seed=seed, **{"rl.preset": "dapo"})
-        for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
+        for name in HEADLINE_ARMS
         for seed in EXTRA_SEEDS
     }
 
 
 def dapo_arms() -> dict[str, dict]:
     """DAPO headline arms, seed 0."""
-    return {
-        f"dapo_{name}": _arm(name, **{"rl.preset": "dapo"})
-        for name in ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
-    }
+    return {f"dapo_{name}": _arm(name, **{"rl.preset": "dapo"}) for name in HEADLINE_ARMS}
 
 
 def boundary_arms() -> dict[str, dict]:
@@ -209,13 +208,22 @@ STRESS_SETTING = (
     "stress_large",
     "ladder_countdown",
 )
+# phases of the boundary search (one curve figure and one distortion table each in the report)
+BOUNDARY_SEARCH_PHASES = (
+    "stress",
+    "stress_countdown",
+    "stress_dapo",
+    "stress_large",
+    "ladder",
+    "ladder_countdown",
+)
 PHASES = {
     "granularity": granularity_arms,
     "headline": headline_arms,
+    "boundary": boundary_arms,
     "seeds": seed_arms,
     "dapo": dapo_arms,
     "dapo_seeds": dapo_seed_arms,
-    "boundary": boundary_arms,
     "stress": stress_arms,
     "stress_countdown": stress_arms,
     "stress_dapo": stress_dapo_arms,
@@ -233,9 +241,8 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     c = ConfigDict()
     c.base = "configs/countdown.py" if phase in COUNTDOWN_PHASES else "configs/grpo.py"
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
-    c.seeds = {"headline": [0, 1, 2], "stress_seeds": [1, 2], "stress_dapo_seeds": [1, 2]}.get(
-        phase, []
-    )
+    seeds = {"headline": (0, 1, 2), "stress_seeds": STRESS_SEEDS, "stress_dapo_seeds": STRESS_SEEDS}
+    c.seeds = list(seeds.get(phase, ()))
     common = STRESS_COMMON if phase in STRESS_SETTING else STUDY_COMMON
     c.common = ConfigDict(common, allow_dotted_keys=True)
     return c

@@ -29,43 +29,27 @@ from calclip_jax.analysis.surge import (
     detect_surge,
     max_rebound,
 )
-from configs.study import EXTRA_SEEDS
+from configs import study
 
 _RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
-PHASES = (
-    "granularity",
-    "boundary",
-    "seeds",
-    "dapo",
-    "dapo_seeds",
-    "stress",
-    "stress_countdown",
-    "stress_dapo",
-    "stress_seeds",
-    "stress_dapo_seeds",
-    "stress_large",
-    "ladder",
-    "ladder_countdown",
-)
-# phases of the boundary search: one curve figure and one distortion table each
-SEARCH_PHASES = (
-    "stress",
-    "stress_countdown",
-    "stress_dapo",
-    "stress_large",
-    "ladder",
-    "ladder_countdown",
-)
-HEADLINE = ("bf16", "fp8_block_tis", "fp8_block_tis_calib")
-STRESS_ARMS = (*HEADLINE, "fp8_tensor_tis", "fp8_tensor_tis_calib")
+PHASES = tuple(study.PHASES)  # a phase without a folder under --results is skipped
+SEARCH_PHASES = study.BOUNDARY_SEARCH_PHASES
+HEADLINE = study.HEADLINE_ARMS
+STRESS_ARMS = tuple(study.stress_seed_arms())
 # group -> (arms, run names at seeds 0, 1, ... with the arm's name as "{}")
 SEED_RUNS = {
-    "GRPO": (HEADLINE, ("{}", *(f"{{}}__seed{s}" for s in EXTRA_SEEDS))),
-    "DAPO": (HEADLINE, ("dapo/dapo_{}", *(f"dapo_seeds/dapo_{{}}__seed{s}" for s in EXTRA_SEEDS))),
-    "GRPO stress": (STRESS_ARMS, ("stress/{}", "stress_seeds/{}__seed1", "stress_seeds/{}__seed2")),
+    "GRPO": (HEADLINE, ("{}", *(f"{{}}__seed{s}" for s in study.EXTRA_SEEDS))),
+    "DAPO": (
+        HEADLINE,
+        ("dapo/dapo_{}", *(f"dapo_seeds/dapo_{{}}__seed{s}" for s in study.EXTRA_SEEDS)),
+    ),
+    "GRPO stress": (
+        STRESS_ARMS,
+        ("stress/{}", *(f"stress_seeds/{{}}__seed{s}" for s in study.STRESS_SEEDS)),
+    ),
     "DAPO stress, Countdown": (
-        ("bf16", "fp8_tensor_tis", "fp8_tensor_tis_calib"),
-        ("stress_dapo/{}", "stress_dapo_seeds/{}__seed1", "stress_dapo_seeds/{}__seed2"),
+        tuple(study.stress_dapo_seed_arms()),
+        ("stress_dapo/{}", *(f"stress_dapo_seeds/{{}}__seed{s}" for s in study.STRESS_SEEDS)),
     ),
 }
 GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
