@@ -24,8 +24,6 @@ from calclip_jax.analysis.ratio_dumps import PROB_EDGES, load_dumps, pooled_toke
 from calclip_jax.analysis.stats import FINAL_STEPS, final_value, finite_mean, last_finite
 from calclip_jax.analysis.surge import (
     SURGE_FACTOR,
-    SURGE_WARMUP,
-    SURGE_WINDOW,
     detect_surge,
     max_rebound,
 )
@@ -149,9 +147,7 @@ def dynamics_table(arms: dict[str, dict]) -> str:
         c, cfg = arm["cols"], arm["config"]
         ent = c.get("entropy", np.array([]))
         finite = ent[np.isfinite(ent)] if ent.size else ent
-        k = M.config_value(cfg, "log.surge_factor", SURGE_FACTOR)
-        warm = M.config_value(cfg, "log.surge_warmup", SURGE_WARMUP)
-        window = M.config_value(cfg, "log.surge_window", SURGE_WINDOW)
+        k, warm, window = R.surge_settings(cfg)
         surge = raw = None
         rebound = math.nan
         if ent.size:
@@ -374,8 +370,7 @@ def rebound_chart(arms: dict[str, dict], out: Path) -> None:
     for n in names:
         c, cfg = arms[n]["cols"], arms[n]["config"]
         ent = c.get("entropy", np.array([]))
-        warm = M.config_value(cfg, "log.surge_warmup", SURGE_WARMUP)
-        window = M.config_value(cfg, "log.surge_window", SURGE_WINDOW)
+        _, warm, window = R.surge_settings(cfg)
         values.append(max_rebound(ent, c["step"], warmup=warm, window=window) if ent.size else 1)
         colors.append(palette[_precision_label(cfg)])
     fig, ax = plt.subplots(figsize=(8, 0.18 * len(names) + 1.2))

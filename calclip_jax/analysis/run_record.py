@@ -24,6 +24,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW
+
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"
@@ -174,3 +176,14 @@ def clip_bounds(workdir: str | Path) -> tuple[float, float]:
         path = Path(workdir) / CONFIG_FILE
         raise RunRecordError(f"{path}: {RESOLVED}.clip_bounds is not [lower, upper]") from err
     return lower, upper
+
+
+def surge_settings(config: dict[str, Any] | None) -> tuple[float, int, int]:
+    """(factor, warmup, window) of a run's entropy-surge test: its config's log.surge_* knobs,
+    the defaults of `analysis.surge` (the schema's) for a config without them."""
+    log = (config or {}).get("log") or {}
+    return (
+        float(log.get("surge_factor", SURGE_FACTOR)),
+        int(log.get("surge_warmup", SURGE_WARMUP)),
+        int(log.get("surge_window", SURGE_WINDOW)),
+    )

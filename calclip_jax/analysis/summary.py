@@ -22,7 +22,7 @@ import numpy as np
 from calclip_jax.analysis import metrics as M
 from calclip_jax.analysis import run_record as R
 from calclip_jax.analysis.stats import final_value, finite_mean, finite_stat, last_finite
-from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW, detect_surge
+from calclip_jax.analysis.surge import detect_surge
 
 MEAN_KEYS = (
     "clip_frac_lower_neg",
@@ -83,17 +83,10 @@ def summarize_run(
 
     entropy = cols.get("entropy")
     row["entropy_peak"] = finite_stat(entropy, np.max)
-    k = surge_k if surge_k is not None else M.config_value(config, "log.surge_factor", SURGE_FACTOR)
-    warmup = (
-        surge_warmup
-        if surge_warmup is not None
-        else M.config_value(config, "log.surge_warmup", SURGE_WARMUP)
-    )
-    window = (
-        surge_window
-        if surge_window is not None
-        else M.config_value(config, "log.surge_window", SURGE_WINDOW)
-    )
+    own_k, own_warmup, own_window = R.surge_settings(config)
+    k = own_k if surge_k is None else surge_k
+    warmup = own_warmup if surge_warmup is None else surge_warmup
+    window = own_window if surge_window is None else surge_window
     surge_step = (
         None if entropy is None else detect_surge(entropy, steps, k=k, warmup=warmup, window=window)
     )

@@ -127,3 +127,14 @@ def test_analysis_imports_neither_jax_nor_ipython():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_surge_settings_are_the_runs_own_else_the_schema_defaults():
+    from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW
+    from calclip_jax.config import RunConfig
+
+    own = {"log": {"surge_factor": 2.0, "surge_warmup": 3, "surge_window": 1}}
+    assert R.surge_settings(own) == (2.0, 3, 1)
+    assert R.surge_settings(None) == (SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW)
+    log = RunConfig().log
+    assert (log.surge_factor, log.surge_warmup, log.surge_window) == R.surge_settings({})
