@@ -22,8 +22,8 @@ Phases:
   stress_large BF16 and per-tensor FP8 stress arms on Countdown with an 8x larger model.
   ladder       MX scaling with E4M3, E5M2 and E2M1 (FP4) forwards, with and without CalClip.
   ladder_countdown  the ladder in the stress setting on Countdown.
-Scale: the 0.1M-parameter model of configs/common.py, 16 prompts x 8 samples per step,
-4 minibatch updates per step, 60 RL steps (stress phases: 16 updates, 300 steps).
+Scale: the 0.1M-parameter default model (calclip_jax/config/schema.py), 16 prompts x 8 samples
+per step, 4 minibatch updates per step, 60 RL steps (stress phases: 16 updates, 300 steps).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def ladder_arms() -> dict[str, dict]:
     }
 
 
-LARGE_MODEL = {  # 8x the parameters of configs/common.py's model (0.8M)
+LARGE_MODEL = {  # 8x the parameters of the default model (0.8M)
     "model.d_model": 128,
     "model.n_layers": 4,
     "model.n_heads": 8,
