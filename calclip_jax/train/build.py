@@ -13,12 +13,13 @@ from ml_collections import ConfigDict
 
 from calclip_jax.data import CharTokenizer, Task, Tokenizer, get_task
 from calclip_jax.fp8 import PRESETS, PrecisionRecipe
+from calclip_jax.fp8.vocabulary import SCALED_FORMATS
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.corrections import CorrectionConfig
 from calclip_jax.rl.presets import RLPreset, get_preset
 from calclip_jax.train.config import CalibrationConfig, OptimConfig, UpdateConfig
 
-FWD_FORMATS = ("", "e4m3", "e5m2", "e2m1")
+FWD_FORMATS = ("", *SCALED_FORMATS)  # "": the preset's own forward format
 
 
 class ConfigError(ValueError):
