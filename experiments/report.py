@@ -27,6 +27,7 @@ from calclip_jax.analysis.surge import (
     detect_surge,
     max_rebound,
 )
+from configs.arms import FP8_PRESET_SUFFIXES as GRANULARITIES
 from configs.study import EXTRA_SEEDS
 
 _RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
@@ -66,7 +67,6 @@ SEED_RUNS = {
         ("stress_dapo/{}", "stress_dapo_seeds/{}__seed1", "stress_dapo_seeds/{}__seed2"),
     ),
 }
-GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
 LAST = 10  # "final" values: mean over the last LAST RL steps
 
 
