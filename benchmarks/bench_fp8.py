@@ -19,8 +19,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from calclip_jax.fp8 import TensorPrecision, fp8_dot_general, quantize_dequantize
+from calclip_jax.fp8.vocabulary import GRANULARITIES
 
-GRANULARITIES = ("tensor", "channel", "block", "mx")
 DN = (((1,), (0,)), ((), ()))
 
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from ml_collections import ConfigDict
 
-GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
+from calclip_jax.fp8.vocabulary import FP8_PRESETS
+
+# The <s> of the FP8 precision presets fp8_<s> (tensor, delayed, channel, block, mx): the arms
+# fp8_<s>_tis, fp8_<s>_tis_calib and fp8_<s>_notis run preset fp8_<s>.
+FP8_PRESET_SUFFIXES = tuple(name.removeprefix("fp8_") for name in FP8_PRESETS)
 
 
-def _fp8(granularity: str, calibrate: bool, tis: bool = True) -> dict:
+def _fp8(suffix: str, calibrate: bool, tis: bool = True) -> dict:
     return {
-        "rollout.precision": f"fp8_{granularity}",
-        "train.precision": f"fp8_{granularity}",
+        "rollout.precision": f"fp8_{suffix}",
+        "train.precision": f"fp8_{suffix}",
         "correction.mode": "token_tis" if tis else "none",
         "calibration.enabled": calibrate,
     }
@@ -19,9 +23,9 @@ def _fp8(granularity: str, calibrate: bool, tis: bool = True) -> dict:
 ARMS: dict[str, dict] = {
     "bf16": {"rollout.precision": "bf16", "train.precision": "bf16"},
     "fp8_rollout": {"rollout.precision": "fp8_block", "train.precision": "bf16"},
-    **{f"fp8_{g}_tis": _fp8(g, calibrate=False) for g in GRANULARITIES},
-    **{f"fp8_{g}_tis_calib": _fp8(g, calibrate=True) for g in GRANULARITIES},
-    **{f"fp8_{g}_notis": _fp8(g, calibrate=False, tis=False) for g in GRANULARITIES},
+    **{f"fp8_{s}_tis": _fp8(s, calibrate=False) for s in FP8_PRESET_SUFFIXES},
+    **{f"fp8_{s}_tis_calib": _fp8(s, calibrate=True) for s in FP8_PRESET_SUFFIXES},
+    **{f"fp8_{s}_notis": _fp8(s, calibrate=False, tis=False) for s in FP8_PRESET_SUFFIXES},
 }
 
 

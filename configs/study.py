@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ml_collections import ConfigDict
 
-from configs.arms import ARMS, GRANULARITIES
+from configs.arms import ARMS, FP8_PRESET_SUFFIXES
 
 STUDY_COMMON = {
     "train.steps": 60,
@@ -51,9 +51,9 @@ def _arm(name: str, **extra) -> dict:
 
 def granularity_arms() -> dict[str, dict]:
     arms = {"bf16": _arm("bf16"), "fp8_rollout": _arm("fp8_rollout")}
-    for g in GRANULARITIES:
-        arms[f"fp8_{g}_tis"] = _arm(f"fp8_{g}_tis")
-        arms[f"fp8_{g}_tis_calib"] = _arm(f"fp8_{g}_tis_calib")
+    for s in FP8_PRESET_SUFFIXES:
+        arms[f"fp8_{s}_tis"] = _arm(f"fp8_{s}_tis")
+        arms[f"fp8_{s}_tis_calib"] = _arm(f"fp8_{s}_tis_calib")
     arms["fp8_block_tis_calib_quantile"] = _arm(
         "fp8_block_tis_calib", **{"calibration.upper_rule": "quantile"}
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ml_collections import ConfigDict
 
-from configs.arms import ARMS, GRANULARITIES
+from configs.arms import ARMS, FP8_PRESET_SUFFIXES
 
 TINY_ARMS = ("bf16", "fp8_tensor_tis", "fp8_tensor_tis_calib")
 TINY_COMMON = {  # shrinks a run to seconds on a CPU
@@ -28,10 +28,10 @@ TINY_COMMON = {  # shrinks a run to seconds on a CPU
 
 
 def arm_names() -> list[str]:
-    """bf16, fp8_rollout, then per granularity fp8_<g>_tis and fp8_<g>_tis_calib."""
+    """bf16, fp8_rollout, then per FP8 preset fp8_<s> the arms fp8_<s>_tis, fp8_<s>_tis_calib."""
     names = ["bf16", "fp8_rollout"]
-    for g in GRANULARITIES:
-        names += [f"fp8_{g}_tis", f"fp8_{g}_tis_calib"]
+    for s in FP8_PRESET_SUFFIXES:
+        names += [f"fp8_{s}_tis", f"fp8_{s}_tis_calib"]
     return names
 
 

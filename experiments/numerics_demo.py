@@ -15,17 +15,17 @@ import numpy as np
 from absl import app, flags
 
 from calclip_jax import fp8
+from calclip_jax.fp8.vocabulary import FORMATS, GRANULARITIES, SCALED_FORMATS
 
 _ROWS = flags.DEFINE_integer("rows", 1024, "Rows (input features) of the demo weight matrix.")
 _COLS = flags.DEFINE_integer("cols", 1024, "Columns (output features) of the demo weight matrix.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the demo matrix.")
 
-GRANULARITIES: tuple[tuple[str, dict], ...] = (
-    ("tensor", {}),
-    ("channel", {"axis": -1}),
-    ("block", {"block_shape": (128, 128)}),
-    ("mx", {"axis": -1}),
-)
+GRANULARITY_OPTIONS: dict[str, dict] = {  # quantize options per granularity (default: none)
+    "channel": {"axis": -1},
+    "block": {"block_shape": (128, 128)},
+    "mx": {"axis": -1},
+}
 
 
 def realistic_matrix(rows: int, cols: int, seed: int, outlier_scale: float) -> np.ndarray:
@@ -64,13 +64,10 @@ def print_table(w: jax.Array, title: str) -> None:
     header = f"  {'format':<8} {'granularity':<12} {'rel_fro':>9} {'median_rel':>11} {'flushed':>8}"
     print(header)
     print("  " + "-" * (len(header) - 2))
-    for name, fmt in (
-        ("e4m3", jnp.float8_e4m3fn),
-        ("e5m2", jnp.float8_e5m2),
-        ("e2m1", jnp.float4_e2m1fn),  # FP4: the study's coarsest rung
-    ):
-        for granularity, options in GRANULARITIES:
-            row = error_row(w, fmt, granularity, options)
+    for name in SCALED_FORMATS:  # e2m1 (FP4): the study's coarsest rung
+        for granularity in GRANULARITIES:
+            options = GRANULARITY_OPTIONS.get(granularity, {})
+            row = error_row(w, FORMATS[name], granularity, options)
             print(
                 f"  {name:<8} {granularity:<12} {row['rel_fro']:>9.2e} {row['median_rel']:>11.2e}"
                 f" {row['zero_frac']:>8.2%}"

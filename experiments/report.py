@@ -28,6 +28,7 @@ from calclip_jax.analysis.surge import (
     max_rebound,
 )
 from configs import study
+from configs.arms import FP8_PRESET_SUFFIXES
 
 _RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
 PHASES = tuple(study.PHASES)  # a phase without a folder under --results is skipped
@@ -50,7 +51,6 @@ SEED_RUNS = {
         ("stress_dapo/{}", *(f"stress_dapo_seeds/{{}}__seed{s}" for s in study.STRESS_SEEDS)),
     ),
 }
-GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
 
 
 def _mean(x: np.ndarray | None) -> float:
@@ -90,7 +90,7 @@ LADDER = (  # label, TIS arm, TIS + CalClip arm (configs/study.py ladder phases)
 
 
 def granularity_rows(
-    prefix: str = "", granularities: Sequence[str] = GRANULARITIES
+    prefix: str = "", granularities: Sequence[str] = FP8_PRESET_SUFFIXES
 ) -> list[tuple[str, str, str]]:
     """(label, TIS arm, calibrated arm) per granularity: `<prefix>fp8_<g>_tis[_calib]`."""
     return [(g, f"{prefix}fp8_{g}_tis", f"{prefix}fp8_{g}_tis_calib") for g in granularities]

@@ -17,11 +17,12 @@ from calclip_jax.config.config_dict import ConfigError, parse
 from calclip_jax.config.schema import RunConfig
 from calclip_jax.data import CharTokenizer, Task, Tokenizer, get_task
 from calclip_jax.fp8 import PRESETS, PrecisionRecipe
+from calclip_jax.fp8.vocabulary import SCALED_FORMATS
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.presets import RLPreset, get_preset
 from calclip_jax.train.config import UpdateConfig
 
-FWD_FORMATS = ("e4m3", "e5m2", "e2m1")
+FWD_FORMATS = SCALED_FORMATS  # a forward format replacing the preset's
 MODEL_SIZES = (
     "d_model",
     "n_layers",

@@ -1,4 +1,6 @@
-"""FP8 numerics: formats, scaled quantization, delayed scaling, FP8 dot_general, recipe layers."""
+"""FP8 numerics: formats, scaled quantization, delayed scaling, FP8 dot_general, recipe layers.
+
+The names (formats, granularities, scalings, roles, presets) live in ``fp8.vocabulary``."""
 
 from calclip_jax.fp8.delayed import (
     amax_from_history,
@@ -30,7 +32,8 @@ from calclip_jax.fp8.quantize import (
     quantize,
     quantize_dequantize,
 )
-from calclip_jax.fp8.recipe import PRESETS, PrecisionRecipe, TensorPrecision
+from calclip_jax.fp8.recipe import PrecisionRecipe, TensorPrecision
+from calclip_jax.fp8.vocabulary import PRESETS
 
 __all__ = [
     "FP8_META",

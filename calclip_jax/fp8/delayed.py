@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from calclip_jax.fp8.quantize import compute_scale
+from calclip_jax.fp8.vocabulary import AMAX_REDUCES
 
-AMAX_REDUCES = ("max", "most_recent")
 GRAD_HISTORY_NAME = "grad_amax_history"
 
 

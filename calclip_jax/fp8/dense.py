@@ -1,7 +1,7 @@
 """``RecipeDense``: a Flax linen dense layer whose matmul precision comes from a recipe.
 
 Params: ``kernel`` [in, out] and optional ``bias`` [out], identical for every recipe. Only
-"delayed" precisions add state, in the "fp8_meta" collection (per-tensor amax histories):
+delayed scaling adds state, in the "fp8_meta" collection (per-tensor amax histories):
 - ``x_amax_history`` / ``kernel_amax_history``: updated in the forward pass when the collection
   is mutable (``apply(..., mutable=["fp8_meta"])``); the scale at step t uses the history before t.
 - ``grad_amax_history``: updated in the *backward* pass by the overwrite-with-gradient trick (as
@@ -31,7 +31,7 @@ class RecipeDense(nn.Module):
 
     features: int
     recipe: PrecisionRecipe
-    role: str = "dense"
+    role: str = "dense"  # one of vocabulary.MATMUL_ROLES
     use_bias: bool = False
     kernel_init: Any = nn.initializers.lecun_normal()
     bias_init: Any = nn.initializers.zeros_init()
@@ -66,7 +66,7 @@ class RecipeDense(nn.Module):
         if grad.is_delayed and (act.is_fp8 or wgt.is_fp8):
             hist = self.variable(FP8_META, "grad_amax_history", init_history, grad.amax_history_len)
             kwargs["grad_amax_history"] = hist.value
-        elif grad.is_delayed:
+        elif grad.is_delayed:  # no FP8 operand: the gradient precision is unused
             grad = TensorPrecision(grad.dtype, "tensor")
         dn = (((x.ndim - 1,), (0,)), ((), ()))
         y = recipe_dot_general(x, kernel, dn, act, wgt, grad, **kwargs)

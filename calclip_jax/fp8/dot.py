@@ -4,15 +4,15 @@ Forward: each operand is quantized per its ``TensorPrecision`` with scale groups
 its *contraction* axes (the scaled matmul is then exact in structure): activations [..., K] get
 per-token ("channel"), 1x128 ("block") or 1x32 E8M0 ("mx") groups along K; weights [K, N] get
 per-output-column, 128x128 or 32-along-K groups. Block shapes are (rows, contraction) in the
-operand's contraction-last view. Per-tensor ("tensor", "delayed") operands are written as
+operand's contraction-last view. Per-tensor (granularity "tensor") operands are written as
 ``dot(convert(q) * s, convert(q) * s)`` with scalar scales, the pattern XLA-GPU rewrites into a
 cuBLASLt FP8 GEMM; finer granularities are emulated (dequantize, then an f32 dot).
 
 Backward: the incoming gradient is quantized per ``grad_prec`` (E5M2 by default), with groups
-along the contraction axes of each backward GEMM (so it is quantized once for "tensor"/"delayed",
-twice otherwise), and both operand gradients are computed against the *forward-quantized*
+along the contraction axes of each backward GEMM (so it is quantized once per tensor, twice
+otherwise), and both operand gradients are computed against the *forward-quantized*
 operands (reused, as in Transformer Engine / flax fp8_ops), i.e. both backward GEMMs have FP8
-operands. A "delayed" gradient scale comes from ``grad_amax_history``; the updated history is
+operands. A delayed-scaling gradient scale comes from ``grad_amax_history``; the updated history is
 returned as that argument's "gradient" (overwrite-with-gradient, see ``delayed.merge_fp8_meta``).
 """
 
@@ -30,6 +30,7 @@ from jax import lax
 from calclip_jax.fp8.delayed import scale_from_history, update_history
 from calclip_jax.fp8.quantize import QuantizedArray, dequantize, quantize, quantize_dequantize
 from calclip_jax.fp8.recipe import TensorPrecision
+from calclip_jax.fp8.vocabulary import OPERAND_ROLES
 
 DimensionNumbers = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], ...]]
 E4M3 = TensorPrecision("e4m3", "tensor")
@@ -37,7 +38,7 @@ E5M2 = TensorPrecision("e5m2", "tensor")
 
 
 def _per_tensor(prec: TensorPrecision) -> bool:
-    return prec.is_fp8 and prec.granularity in ("tensor", "delayed")
+    return prec.is_fp8 and prec.granularity == "tensor"
 
 
 def quantize_operand(
@@ -47,7 +48,8 @@ def quantize_operand(
     role: str,
     scale: jnp.ndarray | None = None,
 ) -> QuantizedArray | jnp.ndarray:
-    """Quantize a matmul operand per ``prec`` with scale groups along ``contract_axes``.
+    """Quantize a matmul operand per ``prec`` with scale groups along ``contract_axes``;
+    ``role`` (one of ``OPERAND_ROLES``) picks the default block shape.
 
     Returns a per-tensor ``QuantizedArray`` (kept as FP8 + scalar scale so the GEMM pattern
     survives) or the fake-quantized float32 array for every other precision.
@@ -194,12 +196,16 @@ def fp8_dot_general(
 ) -> jnp.ndarray:
     """``lax.dot_general`` with quantized operands and gradients; returns float32.
 
-    Any precision may also be "bf16" / "fp32" (operand rounded to bf16 / kept). "delayed"
-    operands use the given per-tensor ``lhs_scale`` / ``rhs_scale`` (current amax if None); a
-    "delayed" ``grad_prec`` needs ``grad_amax_history``, whose cotangent is the updated history.
+    Any precision may also be "bf16" / "fp32" (operand rounded to bf16 / kept). Per-tensor
+    operands use the given ``lhs_scale`` / ``rhs_scale`` (current amax if None); a ``grad_prec``
+    with delayed scaling needs ``grad_amax_history``, whose cotangent is the updated history.
+    ``lhs_role`` / ``rhs_role`` (``OPERAND_ROLES``) pick the default block shapes.
     """
+    for name, role in (("lhs_role", lhs_role), ("rhs_role", rhs_role)):
+        if role not in OPERAND_ROLES:
+            raise ValueError(f"{name}={role!r} is not allowed; choose one of {list(OPERAND_ROLES)}")
     if grad_prec.is_delayed and grad_amax_history is None:
-        raise ValueError("grad_prec granularity 'delayed' needs grad_amax_history")
+        raise ValueError("grad_prec with scaling='delayed' needs grad_amax_history")
     cfg = _Config(
         _normalize_dn(dimension_numbers),
         lhs_prec,

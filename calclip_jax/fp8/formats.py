@@ -12,12 +12,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-FORMAT_NAMES: dict[str, Any] = {
-    "e4m3": jnp.float8_e4m3fn,
-    "e5m2": jnp.float8_e5m2,
-    "e2m1": jnp.float4_e2m1fn,
-}
-_FP8_DTYPES = tuple(np.dtype(t) for t in FORMAT_NAMES.values())
+from calclip_jax.fp8.vocabulary import FORMATS, SCALED_FORMATS
+
+_FP8_DTYPES = tuple(np.dtype(FORMATS[name]) for name in SCALED_FORMATS)
 
 # E8M0 (OCP MX shared scale): 8-bit biased exponent, value 2**(e - 127); 255 is NaN.
 E8M0_BIAS = 127
@@ -29,9 +26,9 @@ MAX_SCALE_EXP = 127
 def resolve_format(fmt: Any) -> np.dtype:
     """Return the numpy dtype for a jnp float8/float4 dtype/type or "e4m3" / "e5m2" / "e2m1"."""
     if isinstance(fmt, str):
-        if fmt not in FORMAT_NAMES:
-            raise ValueError(f"fmt must be one of {sorted(FORMAT_NAMES)} or a jnp float8 dtype")
-        return np.dtype(FORMAT_NAMES[fmt])
+        if fmt not in SCALED_FORMATS:
+            raise ValueError(f"fmt must be one of {sorted(SCALED_FORMATS)} or a jnp float8 dtype")
+        return np.dtype(FORMATS[fmt])
     try:
         dtype = np.dtype(fmt)
     except TypeError as err:

@@ -2,8 +2,8 @@
 
 ``x`` is [..., head_dim] (e.g. [B, T, H, Dh]); FP8 values keep x's shape and the scale is
 [..., 1] (float32). For "bf16" / "fp32" the values are just cast and the scale is all ones, so
-the cache layout does not depend on the recipe. The FP8 granularity field is ignored (always
-per token and head); ``pow2_scale`` and ``margin`` apply.
+the cache layout does not depend on the recipe. The granularity and scaling fields are ignored
+(always current scaling per token and head); ``pow2_scale`` and ``margin`` apply.
 """
 
 from __future__ import annotations

@@ -14,8 +14,7 @@ from jax import lax
 
 from calclip_jax.fp8.dot import fp8_dot_general
 from calclip_jax.fp8.recipe import PrecisionRecipe, TensorPrecision
-
-ROLES = ("dense", "lm_head")
+from calclip_jax.fp8.vocabulary import MATMUL_ROLES
 
 
 def matmul_precisions(
@@ -26,8 +25,8 @@ def matmul_precisions(
     For "lm_head", ``recipe.lm_head`` sets both operands; the gradient uses ``recipe.gradients``
     when lm_head is FP8, else lm_head's own dtype.
     """
-    if role not in ROLES:
-        raise ValueError(f"role={role!r} is not allowed; choose one of {list(ROLES)}")
+    if role not in MATMUL_ROLES:
+        raise ValueError(f"role={role!r} is not allowed; choose one of {list(MATMUL_ROLES)}")
     if role == "dense":
         return recipe.activations, recipe.weights, recipe.gradients
     head = recipe.lm_head
@@ -96,8 +95,8 @@ def recipe_einsum(
 ) -> jnp.ndarray:
     """Two-operand einsum (activation ``x``, weight ``w``) under the recipe; float32 out.
 
-    Stateless: "delayed" operands fall back to current per-tensor scaling and a delayed
-    gradient precision to "tensor" (use ``RecipeDense`` for real delayed scaling).
+    Stateless: delayed scaling falls back to current (per-tensor) scaling, for operands and
+    gradients alike (use ``RecipeDense`` for real delayed scaling).
     """
     act, wgt, grad = (_stateless(p) for p in matmul_precisions(recipe, role))
     dn, perm = _parse_einsum(eqn, x.ndim, w.ndim)
@@ -107,5 +106,5 @@ def recipe_einsum(
 
 def _stateless(prec: TensorPrecision) -> TensorPrecision:
     if prec.is_delayed:
-        return dataclasses.replace(prec, granularity="tensor")
+        return dataclasses.replace(prec, scaling="current")
     return prec

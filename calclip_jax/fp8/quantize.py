@@ -32,8 +32,8 @@ from calclip_jax.fp8.formats import (
     resolve_format,
     round_scale_pow2,
 )
+from calclip_jax.fp8.vocabulary import GRANULARITIES
 
-GRANULARITIES = ("tensor", "channel", "block", "mx")
 F32_MAX = float(jnp.finfo(jnp.float32).max)
 MX_BLOCK = 32
 DEFAULT_BLOCK_SHAPE = (128, 128)

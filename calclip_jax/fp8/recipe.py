@@ -1,5 +1,6 @@
-"""Precision recipe: per matmul role (weights, activations, gradients, lm_head, KV cache) a format
-and a scaling granularity. Validated at construction; built from presets, dicts or ConfigDicts."""
+"""Precision recipe: per role (weights, activations, gradients, lm_head, KV cache) a format, a
+scale granularity and a scaling method. Validated at construction; built from presets, dicts or
+ConfigDicts. The names come from ``vocabulary``."""
 
 from __future__ import annotations
 
@@ -8,13 +9,18 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import jax.numpy as jnp
+from calclip_jax.fp8.vocabulary import (
+    AMAX_REDUCES,
+    FORMATS,
+    FP8_PRESETS,
+    GRANULARITIES,
+    OPERAND_ROLES,
+    PRESETS,
+    ROLES,
+    SCALED_FORMATS,
+    SCALINGS,
+)
 
-DTYPES = ("e4m3", "e5m2", "e2m1", "bf16", "fp32")
-FP8_DTYPES = ("e4m3", "e5m2", "e2m1")  # quantized with explicit scales (e2m1: 4-bit, ladder only)
-GRANULARITIES = ("tensor", "delayed", "channel", "block", "mx")
-AMAX_REDUCES = ("max", "most_recent")
-ROLES = ("weights", "activations", "gradients", "lm_head", "kv_cache")
 WEIGHT_BLOCK = (128, 128)
 ACTIVATION_BLOCK = (1, 128)
 
@@ -26,15 +32,17 @@ def _allowed(field: str, value: Any, allowed: tuple[str, ...]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class TensorPrecision:
-    """Format and scaling of one tensor role.
+    """Format, scale granularity and scaling method of one tensor role.
 
+    ``scaling="delayed"`` (per-tensor scales from an amax history) needs ``granularity="tensor"``
+    and a scaled format; ``amax_history_len`` and ``amax_reduce`` apply to it only.
     ``block_shape`` is (rows, contraction) of a 2-D block in the contraction-last view of the
     operand; None means the role default: weights (128, 128), activations / gradients (1, 128).
-    ``amax_history_len``, ``amax_reduce`` apply to ``granularity="delayed"`` (per-tensor).
     """
 
     dtype: str = "bf16"
     granularity: str = "tensor"
+    scaling: str = "current"
     block_shape: tuple[int, int] | None = None
     pow2_scale: bool = False
     margin: float = 0.0
@@ -42,8 +50,22 @@ class TensorPrecision:
     amax_reduce: str = "max"
 
     def __post_init__(self) -> None:
-        _allowed("dtype", self.dtype, DTYPES)
+        _allowed("dtype", self.dtype, tuple(FORMATS))
+        if self.granularity == "delayed":
+            raise ValueError(
+                "granularity='delayed' is no longer a granularity; use granularity='tensor', "
+                "scaling='delayed'"
+            )
         _allowed("granularity", self.granularity, GRANULARITIES)
+        _allowed("scaling", self.scaling, SCALINGS)
+        if self.scaling == "delayed" and (
+            self.granularity != "tensor" or self.dtype not in SCALED_FORMATS
+        ):
+            raise ValueError(
+                f"scaling='delayed' needs granularity='tensor' and a scaled format "
+                f"{list(SCALED_FORMATS)}; got dtype={self.dtype!r}, "
+                f"granularity={self.granularity!r}"
+            )
         _allowed("amax_reduce", self.amax_reduce, AMAX_REDUCES)
         if self.block_shape is not None:
             bs = tuple(self.block_shape)
@@ -60,25 +82,20 @@ class TensorPrecision:
 
     @property
     def is_fp8(self) -> bool:
-        return self.dtype in FP8_DTYPES
+        return self.dtype in SCALED_FORMATS
 
     @property
     def is_delayed(self) -> bool:
-        return self.is_fp8 and self.granularity == "delayed"
+        return self.scaling == "delayed"
 
     @property
     def jnp_dtype(self) -> Any:
         """The storage dtype: float8_e4m3fn, float8_e5m2, float4_e2m1fn, bfloat16 or float32."""
-        return {
-            "e4m3": jnp.float8_e4m3fn,
-            "e5m2": jnp.float8_e5m2,
-            "e2m1": jnp.float4_e2m1fn,
-            "bf16": jnp.bfloat16,
-            "fp32": jnp.float32,
-        }[self.dtype]
+        return FORMATS[self.dtype]
 
     def block_shape_for(self, role: str) -> tuple[int, int]:
-        """Block shape, resolving None to the role default."""
+        """Block shape, resolving None to the default of operand ``role``."""
+        _allowed("role", role, OPERAND_ROLES)
         if self.block_shape is not None:
             return self.block_shape
         return WEIGHT_BLOCK if role == "weights" else ACTIVATION_BLOCK
@@ -105,15 +122,13 @@ FP32 = TensorPrecision("fp32")
 BF16 = TensorPrecision("bf16")
 
 
-def _fp8(granularity: str) -> tuple[TensorPrecision, TensorPrecision, TensorPrecision]:
+def _fp8(name: str) -> tuple[TensorPrecision, TensorPrecision, TensorPrecision]:
+    granularity, scaling = FP8_PRESETS[name]
     return (
-        TensorPrecision("e4m3", granularity),
-        TensorPrecision("e4m3", granularity),
-        TensorPrecision("e5m2", granularity),
+        TensorPrecision("e4m3", granularity, scaling),
+        TensorPrecision("e4m3", granularity, scaling),
+        TensorPrecision("e5m2", granularity, scaling),
     )
-
-
-PRESETS = ("fp32", "bf16", "fp8_tensor", "fp8_delayed", "fp8_channel", "fp8_block", "fp8_mx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +156,8 @@ class PrecisionRecipe:
 
     @classmethod
     def preset(cls, name: str) -> PrecisionRecipe:
-        """Named recipes: fp32, bf16, fp8_{tensor,delayed,channel,block,mx}.
+        """Named recipes: fp32, bf16 and ``vocabulary.FP8_PRESETS`` (e.g. fp8_delayed: per-tensor
+        granularity, delayed scaling).
 
         FP8 presets: weights and activations E4M3, gradients E5M2 (the "hybrid" recipe);
         lm_head and KV cache stay BF16.
@@ -151,7 +167,7 @@ class PrecisionRecipe:
             return cls(FP32, FP32, FP32, FP32, FP32)
         if name == "bf16":
             return cls(BF16, BF16, BF16, BF16, BF16)
-        return cls(*_fp8(name.removeprefix("fp8_")), lm_head=BF16, kv_cache=BF16)
+        return cls(*_fp8(name), lm_head=BF16, kv_cache=BF16)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PrecisionRecipe:

@@ -183,7 +183,7 @@ def test_module_inside_parent_keeps_param_names():
 
 def test_fp8_dot_general_delayed_grad_needs_history():
     x, w = jnp.ones((2, 4)), jnp.ones((4, 3))
-    gp = TensorPrecision("e5m2", "delayed")
+    gp = TensorPrecision("e5m2", "tensor", scaling="delayed")
     dn = (((1,), (0,)), ((), ()))
     with pytest.raises(ValueError, match="grad_amax_history"):
         fp8_dot_general(x, w, dn, grad_prec=gp)

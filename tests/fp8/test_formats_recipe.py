@@ -16,6 +16,7 @@ from calclip_jax.fp8 import (
     round_scale_pow2,
     to_e8m0,
 )
+from calclip_jax.fp8.vocabulary import FP8_PRESETS
 
 
 def test_formats():
@@ -74,7 +75,8 @@ def test_presets_round_trip(name):
     assert PrecisionRecipe.from_config(ml_collections.ConfigDict(p.to_dict())) == p
     if name.startswith("fp8"):
         assert (p.weights.dtype, p.activations.dtype, p.gradients.dtype) == ("e4m3", "e4m3", "e5m2")
-        assert p.weights.granularity == name.removeprefix("fp8_")
+        for prec in (p.weights, p.activations, p.gradients):
+            assert (prec.granularity, prec.scaling) == FP8_PRESETS[name]
         assert p.lm_head.dtype == p.kv_cache.dtype == "bf16"
     else:
         assert not p.weights.is_fp8
