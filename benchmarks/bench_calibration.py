@@ -73,10 +73,11 @@ def main(argv: list[str]) -> None:
             recipe=PrecisionRecipe.preset(_PRECISION.value),
             rl=rl,
             calibration=calib,
+            temperature=1.0,
         )
         params, meta = init_variables(model_cfg, cfg.recipe, jax.random.key(0))
         tx = make_optimizer(TrainConfig(learning_rate=1e-5))
-        state = create_train_state(params, meta, tx, rl.eps_low, rl.eps_high)
+        state = create_train_state(params, meta, tx, rl.clip_bounds)
         step = jax.jit(make_update_step(model_cfg, cfg, tx), donate_argnums=0)
         updater = PPOUpdater(model_cfg, cfg, step, num_minibatches=1)
         batch = updater.prepare(state, rollout, [np.arange(_BATCH.value)], calib.enabled)[0]

@@ -154,7 +154,7 @@ def resolved_record(spec: RunSpec) -> dict[str, Any]:
     """What the run resolved from its config, for config.json's "resolved" section."""
     rl = spec.update.rl
     record = {
-        "clip_bounds": [1.0 - rl.eps_low, 1.0 + rl.eps_high],
+        "clip_bounds": list(rl.clip_bounds),
         "rl": rl.to_dict(),
         "rollout_recipe": spec.rollout_recipe.to_dict(),
         "train_recipe": spec.update.recipe.to_dict(),

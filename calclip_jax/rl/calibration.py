@@ -199,11 +199,6 @@ def calibrated_bounds(
     return lower, upper
 
 
-def init_bounds(eps_low: float, eps_high: float) -> tuple[jax.Array, jax.Array]:
-    """Static bounds (1 - eps_low, 1 + eps_high) as float32 scalars: the warm start."""
-    return jnp.float32(1.0 - eps_low), jnp.float32(1.0 + eps_high)
-
-
 def smooth_bounds(
     prev: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Array], beta: jax.Array | float
 ) -> tuple[jax.Array, jax.Array]:

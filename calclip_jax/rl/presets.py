@@ -48,6 +48,11 @@ class RLPreset:
         if isinstance(self.correction, dict):
             object.__setattr__(self, "correction", CorrectionConfig(**self.correction))
 
+    @property
+    def clip_bounds(self) -> tuple[float, float]:
+        """The static PPO clip bounds (1 - eps_low, 1 + eps_high)."""
+        return 1.0 - self.eps_low, 1.0 + self.eps_high
+
     def loss_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `ppo_policy_loss` fixed by this preset."""
         return {

@@ -6,19 +6,17 @@ import dataclasses
 
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.rl.calibration import CalibrationConfig
-from calclip_jax.rl.presets import RLPreset, get_preset
+from calclip_jax.rl.presets import RLPreset
 
 
 @dataclasses.dataclass(frozen=True)
 class UpdateConfig:
-    """Built by `config.build_run_spec` for runs; tests build it directly."""
+    """Built by `config.build_run_spec` from the run config (no defaults of its own)."""
 
-    recipe: PrecisionRecipe = dataclasses.field(
-        default_factory=lambda: PrecisionRecipe.preset("bf16")
-    )  # trainer precision
-    rl: RLPreset = dataclasses.field(default_factory=lambda: get_preset("grpo"))
-    calibration: CalibrationConfig = dataclasses.field(default_factory=CalibrationConfig)
-    temperature: float = 1.0  # the sampler's: log-probs are of softmax(logits / temperature)
+    recipe: PrecisionRecipe  # the trainer's precision
+    rl: RLPreset  # the resolved RL preset (clip, loss aggregation, KL, correction)
+    calibration: CalibrationConfig
+    temperature: float  # the sampler's: log-probs are of softmax(logits / temperature)
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:

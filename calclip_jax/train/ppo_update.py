@@ -211,7 +211,7 @@ class PPOUpdater:
                 first_epoch_BT,
                 rollout["advantages"],
                 rollout["response_mask"],
-                (1.0 - rl.eps_low, 1.0 + rl.eps_high),
+                rl.clip_bounds,
             )
         )
         return state, host, probed

@@ -80,7 +80,7 @@ def setup(
     tx = make_optimizer(run.train)
     empty_meta = lambda recipe: init_variables(spec.model, recipe, jax.random.key(0))[1]
     rl = spec.update.rl
-    state = create_train_state(params, empty_meta(spec.update.recipe), tx, rl.eps_low, rl.eps_high)
+    state = create_train_state(params, empty_meta(spec.update.recipe), tx, rl.clip_bounds)
     state = shard_state(state, mesh)
     # the state's buffers are donated to the update step: the KL reference is a copy
     ref_params = jax.tree.map(jnp.copy, state.params) if rl.kl_beta > 0 else None

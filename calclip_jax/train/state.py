@@ -43,16 +43,20 @@ def init_variables(
 
 
 def create_train_state(
-    params: Any, fp8_meta: Any, tx: optax.GradientTransformation, eps_low: float, eps_high: float
+    params: Any,
+    fp8_meta: Any,
+    tx: optax.GradientTransformation,
+    clip_bounds: tuple[float, float],
 ) -> TrainState:
-    """Step 0 state with the static clip bounds (1 - eps_low, 1 + eps_high) as the warm start."""
+    """The state before any update, with the static `clip_bounds` (`RLPreset.clip_bounds`) as
+    the carried bounds' warm start."""
     return TrainState(
         update_count=jnp.zeros((), jnp.int32),
         params=params,
         opt_state=tx.init(params),
         fp8_meta=fp8_meta,
-        clip_lower=jnp.float32(1.0 - eps_low),
-        clip_upper=jnp.float32(1.0 + eps_high),
+        clip_lower=jnp.float32(clip_bounds[0]),
+        clip_upper=jnp.float32(clip_bounds[1]),
         skipped_updates=jnp.zeros((), jnp.int32),
         batch_updates=jnp.zeros((), jnp.int32),
     )

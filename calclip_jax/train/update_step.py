@@ -66,7 +66,7 @@ def make_update_step(
     for the sharded, donated version."""
     rl, calib = cfg.rl, cfg.calibration
     temperature = cfg.temperature
-    static_bounds = (jnp.float32(1.0 - rl.eps_low), jnp.float32(1.0 + rl.eps_high))
+    static_bounds = tuple(jnp.float32(b) for b in rl.clip_bounds)
     use_kl = rl.kl_beta > 0
 
     def shadow_ratio(params: Any, batch: Batch, do_calib: jax.Array) -> jax.Array:

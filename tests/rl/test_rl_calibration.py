@@ -13,9 +13,9 @@ from calclip_jax.rl.calibration import (
     CalibrationConfig,
     calibrated_bounds,
     calibrated_bounds_with_aux,
-    init_bounds,
     smooth_bounds,
 )
+from calclip_jax.rl.presets import get_preset
 
 B, T = 8, 16
 EPS_LOW, EPS_HIGH = 0.2, 0.28
@@ -186,7 +186,7 @@ class JitAgreementTest(chex.TestCase):
 
 
 def test_smoothing_and_init():
-    prev = init_bounds(0.2, 0.28)
+    prev = tuple(jnp.float32(b) for b in get_preset("dapo").clip_bounds)  # the warm start
     chex.assert_trees_all_close(prev, (jnp.float32(0.8), jnp.float32(1.28)))
     new = (jnp.float32(0.6), jnp.float32(1.5))
     chex.assert_trees_all_close(smooth_bounds(prev, new, 0.9), (0.78, 1.302), rtol=1e-6)

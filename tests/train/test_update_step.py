@@ -96,7 +96,7 @@ def test_calibration_off_is_plain_ppo():
     rl = dataclasses.replace(get_preset("grpo"), kl_beta=0.0, correction=plain)
     cfg, _, state = make_setup("fp32", rl=rl)
     tx = optax.sgd(1.0)  # linear in the gradient: Adam would amplify near-zero differences
-    state = create_train_state(state.params, {}, tx, rl.eps_low, rl.eps_high)
+    state = create_train_state(state.params, {}, tx, rl.clip_bounds)
     batch = prepared(cfg, state)
     # perturb params so the ratio leaves 1 and clipping is active
     # and mark them as moved (one update applied in this batch): old_logp comes from the batch

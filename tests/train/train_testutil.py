@@ -7,7 +7,9 @@ import numpy as np
 from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
+from calclip_jax.rl.presets import get_preset
 from calclip_jax.train import (
+    CalibrationConfig,
     PPOUpdater,
     UpdateConfig,
     create_train_state,
@@ -57,12 +59,13 @@ def rollout_batch(
 
 def make_setup(recipe: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwargs):
     """(update_cfg, tx, state) for the tiny model."""
-    update_cfg = UpdateConfig(recipe=PrecisionRecipe.preset(recipe), **step_kwargs)
+    fields = {"rl": get_preset("grpo"), "calibration": CalibrationConfig(), "temperature": 1.0}
+    update_cfg = UpdateConfig(recipe=PrecisionRecipe.preset(recipe), **{**fields, **step_kwargs})
     import jax
 
     params, meta = init_variables(TINY, update_cfg.recipe, jax.random.key(seed))
     tx = make_optimizer(TrainConfig(learning_rate=lr))
-    state = create_train_state(params, meta, tx, update_cfg.rl.eps_low, update_cfg.rl.eps_high)
+    state = create_train_state(params, meta, tx, update_cfg.rl.clip_bounds)
     return update_cfg, tx, state
 
 
