@@ -13,7 +13,7 @@ from calclip_jax.config.schema import (
     TaskConfig,
     TrainConfig,
 )
-from calclip_jax.config.spec import RunSpec, build_run_spec, resolved_record
+from calclip_jax.config.spec import RunSpec, UpdateConfig, build_run_spec, resolved_record
 
 __all__ = [
     "ConfigError",
@@ -28,6 +28,7 @@ __all__ = [
     "SFTConfig",
     "TaskConfig",
     "TrainConfig",
+    "UpdateConfig",
     "base_config",
     "build_run_spec",
     "parse",

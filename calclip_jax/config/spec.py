@@ -19,8 +19,8 @@ from calclip_jax.data import CharTokenizer, Task, Tokenizer, get_task
 from calclip_jax.fp8 import PRESETS, PrecisionRecipe
 from calclip_jax.fp8.vocabulary import SCALED_FORMATS
 from calclip_jax.model import ModelConfig
+from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.presets import RLPreset, get_preset
-from calclip_jax.train.config import UpdateConfig
 
 FWD_FORMATS = SCALED_FORMATS  # a forward format replacing the preset's
 MODEL_SIZES = (
@@ -33,6 +33,28 @@ MODEL_SIZES = (
     "qk_norm",
     "tie_embeddings",
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateConfig:
+    """What the jitted update step closes over; `build_run_spec` builds it from the run config
+    (no defaults of its own)."""
+
+    recipe: PrecisionRecipe  # the trainer's precision
+    rl: RLPreset  # the resolved RL preset (clip, loss aggregation, KL, correction)
+    calibration: CalibrationConfig
+    temperature: float  # the sampler's: log-probs are of softmax(logits / temperature)
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0 (the sampling temperature), got {self}")
+        if self.calibration.enabled:
+            PrecisionRecipe.preset(self.calibration.shadow_precision)  # validates the name
+
+    @property
+    def shadow_recipe(self) -> PrecisionRecipe:
+        """Precision of the calibration reference forwards (BF16 by default)."""
+        return PrecisionRecipe.preset(self.calibration.shadow_precision)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Train state, mesh and sharding, the jitted train step, and the PPO minibatch loop."""
 
-from calclip_jax.train.config import CalibrationConfig, UpdateConfig
+from calclip_jax.config.spec import UpdateConfig
+from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.train.mesh import make_mesh
 from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater, make_logprob_fn

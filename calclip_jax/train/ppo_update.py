@@ -23,10 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from calclip_jax.config.spec import UpdateConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.calibration import calibrating_rl_step
-from calclip_jax.train.config import UpdateConfig
 from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.multihost import to_host, tree_to_host
 from calclip_jax.train.state import TrainState

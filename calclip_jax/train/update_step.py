@@ -31,6 +31,7 @@ import numpy as np
 import optax
 from jax import lax
 
+from calclip_jax.config.spec import UpdateConfig
 from calclip_jax.fp8 import merge_fp8_meta
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.calibration import (
@@ -41,7 +42,6 @@ from calclip_jax.rl.calibration import (
 from calclip_jax.rl.corrections import mismatch_weights
 from calclip_jax.rl.diagnostics import rl_diagnostics
 from calclip_jax.rl.losses import clamped_ratio, ppo_policy_loss
-from calclip_jax.train.config import UpdateConfig
 from calclip_jax.train.forward import Batch, batch_logprobs
 from calclip_jax.train.state import TrainState
 
