@@ -9,9 +9,11 @@ import os
 import pytest
 from experiments_testutil import tiny_config
 
+from calclip_jax.analysis import run_record as R
 from calclip_jax.analysis.run_record import read_metrics
-from calclip_jax.config import ConfigError, build_run_spec
+from calclip_jax.config import ConfigError, build_run_spec, parse
 from calclip_jax.data import get_task
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.train.rl_loop import run_experiment
 
 HEADLINE = (
@@ -76,6 +78,14 @@ def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
         assert os.path.exists(tmp_path / name), name
     assert os.listdir(tmp_path / "tb")
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2", "3"]
+    # config.json: the knobs parse back to the run's config; the resolved section is the spec's
+    spec = build_run_spec(config)
+    assert parse(R.load_config(tmp_path)) == spec.config
+    assert R.clip_bounds(tmp_path) == spec.update.rl.clip_bounds
+    assert spec.update.rl.clip_bounds == pytest.approx((0.8, 1.28 if algo == "dapo" else 1.2))
+    resolved = R.load_config(tmp_path)["resolved"]
+    assert resolved["train_recipe"] == spec.update.recipe.to_dict()
+    assert resolved["rollout_recipe"] == PrecisionRecipe.preset(rollout).to_dict()
     # rewards in the sample dump are the verifier's rewards of those responses
     task = get_task("arithmetic", max_digits=1, partial_credit=True, num_test=16)
     examples = {ex.prompt: ex for split in ("train", "test") for ex in task.examples(split)}
