@@ -1,4 +1,4 @@
-"""Cost of Calibrated Clipping in the train step, as ratios to the step without calibration.
+"""Cost of Calibrated Clipping in the update step, as ratios to the step without calibration.
 
 Run: ``python -m benchmarks.bench_calibration [--preset=small --batch=16 --steps=20]``.
 Measures, in one run and interleaved round by round (this machine is shared and noisy), the

@@ -59,7 +59,7 @@ def scale_from_history(
 
 
 def merge_fp8_meta(updated_meta: Mapping, meta_grads: Mapping) -> Any:
-    """New "fp8_meta" state after a train step (overwrite-with-gradient for gradient histories).
+    """New "fp8_meta" state after an update (overwrite-with-gradient for gradient histories).
 
     ``updated_meta``: the collection returned by ``apply(..., mutable=["fp8_meta"])`` (forward
     histories updated). ``meta_grads``: the gradient of the loss w.r.t. the input "fp8_meta"

@@ -12,7 +12,7 @@ All-zero groups get scale 1 and give zeros back. Scales are computed as ``amax /
 2**margin`` clamped to the largest finite float32 (no inf scale, even for amax near f32 max).
 A group whose amax is inf or NaN (the source, or for a given ``scale``, the current ``x``) gets a
 NaN scale: the whole group dequantizes to NaN instead of saturating, so an overflow upstream is
-never hidden from the train step's non-finite check.
+never hidden from the update step's non-finite check.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
 Present when their inputs are given:
   entropy                         passed in: scalar, or entropy_BT reduced by masked token mean
   clip_frac_lower_neg_ref, clip_frac_upper_pos_ref   the same under ratio_ref_BT (BF16 shadow)
-                                  with `ref_bounds` (default: the bounds in use; the train step
+                                  with `ref_bounds` (default: the bounds in use; the update step
                                   passes the static bounds, the ones the reference is judged by)
   mismatch_k3 = mean(rho - 1 - log rho), rho = exp(old_logp - rollout_logp)
   mismatch_logp_abs = mean |old_logp - rollout_logp|

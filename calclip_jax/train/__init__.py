@@ -1,4 +1,4 @@
-"""Train state, mesh and sharding, the jitted train step, and the PPO minibatch loop."""
+"""Train state, mesh and sharding, the jitted update step, the PPO updater and the RL loop."""
 
 from calclip_jax.config.spec import UpdateConfig
 from calclip_jax.rl.calibration import CalibrationConfig

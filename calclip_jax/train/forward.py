@@ -31,7 +31,7 @@ def batch_logprobs(
     """(logp_BT, entropy_BT, fp8_meta') of batch["tokens"] on batch["response_mask"] positions,
     under softmax(logits / temperature): the sampler's distribution (`UpdateConfig.temperature`).
 
-    With `update_fp8_meta` the delayed-scaling histories observe this forward (train step only).
+    With `update_fp8_meta` the delayed-scaling histories observe this forward (update step only).
     """
     model = Transformer(model_config, recipe)
     args = (batch["tokens"], batch["positions"], batch["attn_mask"])

@@ -1,4 +1,4 @@
-"""One rollout batch -> several minibatch train steps (PPO epochs x minibatches).
+"""One rollout batch -> several minibatch updates (PPO epochs x minibatches).
 
 Old log-probs are computed under the batch composition the update sees: per planned minibatch,
 from the parameters and FP8 state the batch started with (theta_old), in the trainer precision.
@@ -84,7 +84,7 @@ def composition_metrics(
 
 @dataclasses.dataclass
 class PPOUpdater:
-    """Runs `epochs x num_minibatches` jitted train steps on one rollout batch."""
+    """Runs `epochs x num_minibatches` jitted updates on one rollout batch."""
 
     model_config: ModelConfig
     update_config: UpdateConfig

@@ -1,4 +1,4 @@
-"""The jitted, sharded, state-donating train step and the shardings it is compiled with."""
+"""The jitted, sharded, state-donating update step and the shardings it is compiled with."""
 
 from __future__ import annotations
 

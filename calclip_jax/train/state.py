@@ -1,4 +1,4 @@
-"""The train state: one pytree holding everything a train step reads and writes."""
+"""The train state: one pytree holding everything an update reads and writes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The train step: one pure function (state, minibatch, flags) -> (state, metrics).
+"""The update step: one optimizer update, (state, minibatch, flags) -> (state, metrics).
 
 FP8 (or BF16) forward + backward per the trainer recipe, mismatch correction weights, the PPO
 loss with the carried clip bounds, optax update (skipped when gradients are non-finite),

@@ -1,4 +1,4 @@
-"""The train step: metrics, plain-PPO equivalence, non-finite skip, delayed state, calibration."""
+"""The update step: metrics, plain-PPO equivalence, non-finite skip, delayed state, calibration."""
 
 from __future__ import annotations
 
