@@ -14,7 +14,7 @@ from typing import Any
 from ml_collections import ConfigDict
 
 from calclip_jax.config.config_dict import ConfigError, parse
-from calclip_jax.config.schema import RunConfig
+from calclip_jax.config.schema import ModelSizes, RunConfig
 from calclip_jax.data import CharTokenizer, Task, Tokenizer, get_task
 from calclip_jax.fp8 import PRESETS, PrecisionRecipe
 from calclip_jax.fp8.vocabulary import SCALED_FORMATS
@@ -23,16 +23,7 @@ from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.presets import RLPreset, get_preset
 
 FWD_FORMATS = SCALED_FORMATS  # a forward format replacing the preset's
-MODEL_SIZES = (
-    "d_model",
-    "n_layers",
-    "n_heads",
-    "n_kv_heads",
-    "head_dim",
-    "d_ff",
-    "qk_norm",
-    "tie_embeddings",
-)
+MODEL_SIZES = tuple(f.name for f in dataclasses.fields(ModelSizes) if f.name != "preset")
 
 
 @dataclasses.dataclass(frozen=True)
