@@ -171,7 +171,7 @@ def rl_step(parts: RLParts, step: int) -> dict[str, float]:
     )
     t2 = time.perf_counter()
     if probed is not None:
-        parts.logger.write_arrays("ratios", step, probed)
+        parts.logger.write_ratio_dump(step, probed)
     if step % run.log.samples_every == 0 or step == 1:
         parts.logger.write_samples(step, got.samples[: run.log.num_samples])
     row = dict(got.metrics)

@@ -69,13 +69,13 @@ class RunLogger:
             for prompt, response, reward in samples:
                 f.write(f"{reward:+.3f}  {prompt}|{response}\n")
 
-    def write_arrays(self, folder: str, step: int, arrays: Mapping[str, Any]) -> None:
-        """workdir/<folder>/step_XXXXXX.npz (compressed)."""
+    def write_ratio_dump(self, step: int, arrays: Mapping[str, Any]) -> None:
+        """The ratio dump of RL step `step` (`run_record.ratio_dump_path`, compressed)."""
         if not self.active:
             return
-        path = os.path.join(self.workdir, folder)
-        os.makedirs(path, exist_ok=True)
-        np.savez_compressed(os.path.join(path, R.step_file(step, "npz")), **arrays)
+        path = R.ratio_dump_path(self.workdir, step)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path, **arrays)
 
     def close(self) -> None:
         if self._tb is not None:
