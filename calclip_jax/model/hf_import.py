@@ -6,6 +6,7 @@ same rotate_half layout, so q/k need no permutation.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -48,18 +49,25 @@ def expected_tensors(cfg: ModelConfig) -> list[tuple[str, tuple[str, ...], tuple
     return out
 
 
-def _is_linear_weight(name: str) -> bool:
+def is_linear_weight(name: str) -> bool:
+    """Whether an HF tensor is a Linear weight ([out, in] in HF, transposed in our tree)."""
     return name.endswith("_proj.weight") or name == "lm_head.weight"
 
 
-def _check_names(files: dict[str, Path], wanted: list[str], cfg: ModelConfig, path: Path) -> None:
-    missing = [n for n in wanted if n not in files]
+def check_names(
+    names: Collection[str], wanted: list[str], cfg: ModelConfig, path: Path, tied_extra: str
+) -> None:
+    """Raises ValueError naming the first missing or unexpected tensor.
+
+    `tied_extra` (the output head's name) is tolerated when the config ties embeddings.
+    """
+    missing = [n for n in wanted if n not in names]
     if missing:
         raise ValueError(
             f"checkpoint {path} is missing tensor {missing[0]!r} ({len(missing)} missing)"
         )
-    allowed = set(wanted) | ({"lm_head.weight"} if cfg.tie_embeddings else set())
-    extra = [n for n in files if n not in allowed and not n.endswith(IGNORED_SUFFIXES)]
+    allowed = set(wanted) | ({tied_extra} if cfg.tie_embeddings else set())
+    extra = [n for n in names if n not in allowed and not n.endswith(IGNORED_SUFFIXES)]
     if extra:
         raise ValueError(f"checkpoint {path} has unexpected tensor {extra[0]!r} for config {cfg}")
 
@@ -73,20 +81,25 @@ def load_hf_checkpoint(path: str | Path, dtype: Any = jnp.float32) -> tuple[Mode
     files = tensor_files(path)
     cfg = config_from_hf(read_hf_config(path), has_lm_head="lm_head.weight" in files)
     wanted = expected_tensors(cfg)
-    _check_names(files, [name for name, _, _ in wanted], cfg, path)
+    check_names(files, [name for name, _, _ in wanted], cfg, path, "lm_head.weight")
     params: dict[str, Any] = {}
     for name, param_path, shape in wanted:
-        hf_shape = shape[::-1] if _is_linear_weight(name) else shape
+        hf_shape = shape[::-1] if is_linear_weight(name) else shape
         got = tensor_shape(files[name], name)
         if got != hf_shape:
             raise ValueError(f"tensor {name!r} in {path} has shape {got}, expected {hf_shape}")
         array = np.asarray(read_tensor(files[name], name), dtype=np.float32)
-        array = array.T if _is_linear_weight(name) else array
-        node = params
-        for key in param_path[:-1]:
-            node = node.setdefault(key, {})
-        node[param_path[-1]] = jnp.asarray(array, dtype=dtype)
+        array = array.T if is_linear_weight(name) else array
+        insert_param(params, param_path, jnp.asarray(array, dtype=dtype))
     return cfg, params
+
+
+def insert_param(params: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Sets params[path[0]][path[1]]...[path[-1]] = value, creating nested dicts."""
+    node = params
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
 
 
 def load_hf_tokenizer(path: str | Path) -> tokenizers.Tokenizer:
