@@ -48,9 +48,10 @@ _END_OF_TURN_TOKENS = (
 )
 
 # Split regexes by `tokenizer.ggml.pre`, copied from transformers' GGUF_PRE_TOKENIZER_SPLITS (any
-# other value keeps GPT-2's ByteLevel regex, as there). Note: llama.cpp's "smollm" pre-tokenizer
-# also isolates each digit first; transformers does not, so ids differ on a run of 2+ spaces
-# before a digit ("x   5"). We follow transformers.
+# other value keeps GPT-2's ByteLevel regex, as there). We follow transformers, which is not what
+# llama.cpp does for "smollm": it isolates each digit first (a `\p{N}` split), so ids differ on a
+# run of 2+ whitespace characters before a digit ("x   5", "\n\n1"; about 3% of random
+# arithmetic-like strings), not on "12+7=19" or chat text with single newlines.
 _LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
