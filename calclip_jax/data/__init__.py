@@ -2,6 +2,7 @@
 
 from calclip_jax.data.builder import ExampleSource, TaskBuilder, builder_for, load_split
 from calclip_jax.data.example import Example
+from calclip_jax.data.gguf_tokenizer import GGUFTokenizer
 from calclip_jax.data.hf_tokenizer import HFTokenizer
 from calclip_jax.data.registry import get_task, list_tasks, register_task
 from calclip_jax.data.sft import SFTBatch, encode_sft_batch
@@ -14,6 +15,7 @@ __all__ = [
     "CharTokenizer",
     "Example",
     "ExampleSource",
+    "GGUFTokenizer",
     "HFTokenizer",
     "SFTBatch",
     "Task",

