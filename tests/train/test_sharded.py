@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
 from train_testutil import TINY, make_setup, prepared
 
+from calclip_jax.rl.corrections import CorrectionConfig
+from calclip_jax.rl.presets import get_preset
 from calclip_jax.train import (
     CalibrationConfig,
     jit_update_step,
@@ -28,8 +32,12 @@ def _run(state, batch, step, n=2):
 
 @pytest.mark.parametrize("shape", [(8, 1, 1), (2, 2, 2), (1, 2, 4)])
 def test_sharded_step_matches_single_device(shape):
-    calib = CalibrationConfig(enabled=True, period=1)
-    cfg, tx, state = make_setup("fp8_block", calibration=calib, lr=1e-2)
+    # EMA 0.5 and no correction: what this test checked before those stopped being the defaults;
+    # exact matching (EMA 0) makes the bounds order statistics, where an ulp of sharding noise can
+    # pick the neighbouring ratio
+    calib = CalibrationConfig(enabled=True, period=1, ema_beta=0.5)
+    rl = dataclasses.replace(get_preset("grpo"), correction=CorrectionConfig(mode="none"))
+    cfg, tx, state = make_setup("fp8_block", calibration=calib, rl=rl, lr=1e-2)
     batch = prepared(cfg, state, batch=8)
     step = make_update_step(TINY, cfg, tx)
     ref_params, ref_metrics = _run(state, batch, jax.jit(step))
