@@ -59,7 +59,7 @@ class Transformer(nn.Module):
     """Decoder returning float32 logits [B, T, V] and the updated cache (None without one).
 
     With `return_hidden=True` it returns the final (normed) hidden states [B, T, D], float32,
-    instead of the logits: the lm_head is then not applied (`lm_head.lm_head_projection` applies
+    instead of the logits: the lm_head is then not applied (`lm_head.lm_head_dot` applies
     it, e.g. in chunks). Initialize without it, so that an untied lm_head gets its params.
 
     Left padding is expressed through `positions_BT` and `attn_mask_BT` (1 = real token); a causal

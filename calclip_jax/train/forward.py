@@ -13,7 +13,7 @@ from calclip_jax.model import (
     Transformer,
     chunked_token_logprobs_and_entropy,
     chunks_lm_head,
-    lm_head_projection,
+    lm_head_dot,
     lm_head_weight,
     token_logprobs_and_entropy,
 )
@@ -59,7 +59,7 @@ def batch_logprobs(
         logp_BT, entropy_BT = chunked_token_logprobs_and_entropy(
             out,
             lm_head_weight(model_config, params),
-            lm_head_projection(model_config, recipe),
+            lm_head_dot(model_config, recipe),
             tokens_BT,
             mask_BT,
             temperature,
