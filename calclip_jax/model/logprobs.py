@@ -11,18 +11,27 @@ def check_temperature(temperature: float) -> None:
         raise ValueError(f"temperature must be > 0, got {temperature}")
 
 
+def tempered_log_softmax(logits_BTV: jax.Array, temperature: float) -> jax.Array:
+    """float32 log softmax(logits / temperature) over the last axis."""
+    logits_BTV = logits_BTV.astype(jnp.float32)
+    if temperature != 1.0:
+        logits_BTV = logits_BTV / temperature
+    return jax.nn.log_softmax(logits_BTV, axis=-1)
+
+
+def stats_from_log_probs(logz_BTV: jax.Array, targets_BT: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(log p(targets), entropy) [B, T] of the distributions with log-probs logz_BTV."""
+    logp_BT = jnp.take_along_axis(logz_BTV, targets_BT[..., None], axis=-1)[..., 0]
+    entropy_BT = -jnp.sum(jnp.exp(logz_BTV) * logz_BTV, axis=-1)
+    return logp_BT, entropy_BT
+
+
 def next_token_stats(
     logits_BTV: jax.Array, targets_BT: jax.Array, temperature: float
 ) -> tuple[jax.Array, jax.Array]:
     """(log p(targets), entropy), float32 [B, T], of softmax(logits / temperature) per position
     (no shift, no mask)."""
-    logits_BTV = logits_BTV.astype(jnp.float32)
-    if temperature != 1.0:
-        logits_BTV = logits_BTV / temperature
-    logz_BTV = jax.nn.log_softmax(logits_BTV, axis=-1)
-    logp_BT = jnp.take_along_axis(logz_BTV, targets_BT[..., None], axis=-1)[..., 0]
-    entropy_BT = -jnp.sum(jnp.exp(logz_BTV) * logz_BTV, axis=-1)
-    return logp_BT, entropy_BT
+    return stats_from_log_probs(tempered_log_softmax(logits_BTV, temperature), targets_BT)
 
 
 def shift_and_mask(
@@ -50,5 +59,6 @@ def token_logprobs_and_entropy(
     prediction and gets 0. `chunked_logprobs` computes the same from hidden states, in chunks.
     """
     check_temperature(temperature)
-    logp_BT, entropy_BT = next_token_stats(logits_BTV[:, :-1], tokens_BT[:, 1:], temperature)
+    logz_BTV = tempered_log_softmax(logits_BTV[:, :-1], temperature)
+    logp_BT, entropy_BT = stats_from_log_probs(logz_BTV, tokens_BT[:, 1:])
     return shift_and_mask(logp_BT, entropy_BT, mask_BT)
