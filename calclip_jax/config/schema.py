@@ -101,9 +101,10 @@ class TrainConfig:
     b2: float = 0.999  # AdamW
     eps: float = 1e-8  # AdamW
     grad_clip_norm: float | None = 1.0  # global-norm clipping; None = off
+    logprob_chunk: int | None = None  # positions per lm_head + log-softmax chunk; None = whole
 
     def __post_init__(self) -> None:
-        _at_least(self, 1, "steps", "ppo_epochs", "num_minibatches")
+        _at_least(self, 1, "steps", "ppo_epochs", "num_minibatches", "logprob_chunk")
         _at_least(self, 0, "warmup_updates")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r}; allowed {list(SCHEDULES)}")

@@ -35,10 +35,13 @@ class UpdateConfig:
     rl: RLPreset  # the resolved RL preset (clip, loss aggregation, KL, correction)
     calibration: CalibrationConfig
     temperature: float  # the sampler's: log-probs are of softmax(logits / temperature)
+    logprob_chunk: int | None  # positions per log-prob chunk (`batch_logprobs`); None = whole
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0 (the sampling temperature), got {self}")
+        if self.logprob_chunk is not None and self.logprob_chunk < 1:
+            raise ValueError(f"logprob_chunk must be >= 1 or None, got {self.logprob_chunk}")
         if self.calibration.enabled:
             PrecisionRecipe.preset(self.calibration.shadow_precision)  # validates the name
 
@@ -149,6 +152,7 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
         rl=rl,
         calibration=run.calibration,
         temperature=float(run.rollout.temperature),
+        logprob_chunk=run.train.logprob_chunk,
     )
     cache_dir = run.sft.cache_dir or default_cache_dir()
     return RunSpec(

@@ -54,20 +54,24 @@ def recipe_dot_general(
             grad_prec=grad_prec,
             **fp8_kwargs,
         )
-    if lhs_prec.dtype == "fp32" and rhs_prec.dtype == "fp32":
-        return lax.dot_general(
-            lhs.astype(jnp.float32),
-            rhs.astype(jnp.float32),
-            dimension_numbers,
-            precision=lax.Precision.HIGHEST,
-            preferred_element_type=jnp.float32,
-        )
+    dtype, precision = plain_dot_operands(lhs_prec, rhs_prec)
     return lax.dot_general(
-        lhs.astype(jnp.bfloat16),
-        rhs.astype(jnp.bfloat16),
+        lhs.astype(dtype),
+        rhs.astype(dtype),
         dimension_numbers,
+        precision=precision,
         preferred_element_type=jnp.float32,
     )
+
+
+def plain_dot_operands(
+    lhs_prec: TensorPrecision, rhs_prec: TensorPrecision
+) -> tuple[Any, lax.Precision | None]:
+    """(operand dtype, precision) of a matmul without an FP8 operand: float32 at HIGHEST if both
+    operands are fp32, else bfloat16 at the default precision (float32 accumulation both ways)."""
+    if lhs_prec.dtype == "fp32" and rhs_prec.dtype == "fp32":
+        return jnp.float32, lax.Precision.HIGHEST
+    return jnp.bfloat16, None
 
 
 def _parse_einsum(eqn: str, lhs_ndim: int, rhs_ndim: int) -> tuple[Any, tuple[int, ...]]:

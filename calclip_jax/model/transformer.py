@@ -58,6 +58,10 @@ def attention_mask(
 class Transformer(nn.Module):
     """Decoder returning float32 logits [B, T, V] and the updated cache (None without one).
 
+    With `return_hidden=True` it returns the final (normed) hidden states [B, T, D], float32,
+    instead of the logits: the lm_head is then not applied (`lm_head.lm_head_dot` applies
+    it, e.g. in chunks). Initialize without it, so that an untied lm_head gets its params.
+
     Left padding is expressed through `positions_BT` and `attn_mask_BT` (1 = real token); a causal
     mask by slot index is added inside. With a cache, the T new tokens are written at slots
     [cache_index, cache_index + T) and attend to all valid earlier slots.
@@ -74,6 +78,7 @@ class Transformer(nn.Module):
         attn_mask_BT: jax.Array,
         cache: kv_cache.Cache | None = None,
         cache_index: jax.Array | None = None,
+        return_hidden: bool = False,
     ) -> tuple[jax.Array, kv_cache.Cache | None]:
         cfg = self.config
         embed = nn.Embed(cfg.vocab_size, cfg.d_model, param_dtype=jnp.float32, name="embed")
@@ -90,6 +95,8 @@ class Transformer(nn.Module):
             if new_cache is not None:
                 new_cache[name] = layer_cache
         x_BTD = RMSNorm(cfg.norm_eps, name="final_norm")(x_BTD)
+        if return_hidden:
+            return x_BTD.astype(jnp.float32), new_cache
         if cfg.tie_embeddings:
             logits_BTV = tied_lm_head(x_BTD, embed.embedding, self.recipe)
         else:

@@ -8,7 +8,15 @@ from typing import Any
 import jax
 
 from calclip_jax.fp8 import FP8_META, PrecisionRecipe
-from calclip_jax.model import ModelConfig, Transformer, token_logprobs_and_entropy
+from calclip_jax.model import (
+    ModelConfig,
+    Transformer,
+    chunked_token_logprobs_and_entropy,
+    chunks_lm_head,
+    lm_head_dot,
+    lm_head_weight,
+    token_logprobs_and_entropy,
+)
 
 Batch = Mapping[str, jax.Array]
 
@@ -27,21 +35,36 @@ def batch_logprobs(
     *,
     update_fp8_meta: bool = False,
     temperature: float = 1.0,
+    chunk: int | None = None,
 ) -> tuple[jax.Array, jax.Array, Any]:
     """(logp_BT, entropy_BT, fp8_meta') of batch["tokens"] on batch["response_mask"] positions,
     under softmax(logits / temperature): the sampler's distribution (`UpdateConfig.temperature`).
 
-    With `update_fp8_meta` the delayed-scaling histories observe this forward (update step only).
+    `chunk` (`UpdateConfig.logprob_chunk`): positions per lm_head + log-softmax chunk, so no
+    [B, T, V] float32 is held (`chunked_token_logprobs_and_entropy`); None, or an FP8 lm_head
+    (`chunks_lm_head`), computes the full logits in one go. With `update_fp8_meta` the
+    delayed-scaling histories observe this forward (update step only).
     """
+    chunked = chunk is not None and chunks_lm_head(recipe)
     model = Transformer(model_config, recipe)
     args = (batch["tokens"], batch["positions"], batch["attn_mask"])
     variables = variables_of(params, fp8_meta)
     if update_fp8_meta and fp8_meta:
-        (logits_BTV, _), mutated = model.apply(variables, *args, mutable=[FP8_META])
+        (out, _), mutated = model.apply(variables, *args, return_hidden=chunked, mutable=[FP8_META])
         fp8_meta = mutated[FP8_META]
     else:
-        logits_BTV, _ = model.apply(variables, *args)
-    logp_BT, entropy_BT = token_logprobs_and_entropy(
-        logits_BTV, batch["tokens"], batch["response_mask"], temperature
-    )
+        out, _ = model.apply(variables, *args, return_hidden=chunked)
+    tokens_BT, mask_BT = batch["tokens"], batch["response_mask"]
+    if chunked:
+        logp_BT, entropy_BT = chunked_token_logprobs_and_entropy(
+            out,
+            lm_head_weight(model_config, params),
+            lm_head_dot(model_config, recipe),
+            tokens_BT,
+            mask_BT,
+            temperature,
+            chunk,
+        )
+    else:
+        logp_BT, entropy_BT = token_logprobs_and_entropy(out, tokens_BT, mask_BT, temperature)
     return logp_BT, entropy_BT, fp8_meta

@@ -44,14 +44,18 @@ def minibatch_keys(cfg: UpdateConfig) -> tuple[str, ...]:
 
 
 def make_logprob_fn(
-    model_config: ModelConfig, recipe: PrecisionRecipe, temperature: float = 1.0
+    model_config: ModelConfig,
+    recipe: PrecisionRecipe,
+    temperature: float = 1.0,
+    chunk: int | None = None,
 ) -> Callable:
-    """Jitted (params, fp8_meta, batch) -> logp_BT under `recipe`, no gradient, no state update."""
+    """Jitted (params, fp8_meta, batch) -> logp_BT under `recipe`, no gradient, no state update;
+    `chunk` as in `batch_logprobs` (the update step's, so old log-probs are the same program)."""
 
     @jax.jit
     def logprobs(params: Any, fp8_meta: Any, batch: dict[str, jax.Array]) -> jax.Array:
         logp_BT, _, _ = batch_logprobs(
-            model_config, recipe, params, fp8_meta, batch, temperature=temperature
+            model_config, recipe, params, fp8_meta, batch, temperature=temperature, chunk=chunk
         )
         return logp_BT
 
@@ -95,8 +99,9 @@ class PPOUpdater:
 
     def __post_init__(self) -> None:
         cfg = self.update_config
-        self._logp = make_logprob_fn(self.model_config, cfg.recipe, cfg.temperature)
-        self._shadow_logp = make_logprob_fn(self.model_config, cfg.shadow_recipe, cfg.temperature)
+        mc, temp, chunk = self.model_config, cfg.temperature, cfg.logprob_chunk
+        self._logp = make_logprob_fn(mc, cfg.recipe, temp, chunk)
+        self._shadow_logp = make_logprob_fn(mc, cfg.shadow_recipe, temp, chunk)
 
     def calibrates(self, rl_step: int) -> bool:
         """Whether RL step `rl_step` (1-based) calibrates (`calibrating_rl_step`)."""

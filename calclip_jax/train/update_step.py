@@ -65,14 +65,20 @@ def make_update_step(
     """The un-jitted step(state, batch, flags); flags from `update_flags`. See `jit_update_step`
     for the sharded, donated version."""
     rl, calib = cfg.rl, cfg.calibration
-    temperature = cfg.temperature
+    temperature, chunk = cfg.temperature, cfg.logprob_chunk
     static_bounds = tuple(jnp.float32(b) for b in rl.clip_bounds)
     use_kl = rl.kl_beta > 0
 
     def shadow_ratio(params: Any, batch: Batch, do_calib: jax.Array) -> jax.Array:
         def compute(p: Any) -> jax.Array:
             logp_BT, _, _ = batch_logprobs(
-                model_config, cfg.shadow_recipe, p, {}, batch, temperature=temperature
+                model_config,
+                cfg.shadow_recipe,
+                p,
+                {},
+                batch,
+                temperature=temperature,
+                chunk=chunk,
             )
             return logp_BT
 
@@ -104,6 +110,7 @@ def make_update_step(
                 batch,
                 update_fp8_meta=True,
                 temperature=temperature,
+                chunk=chunk,
             )
             own_BT = lax.stop_gradient(logp_BT)
             old_logp_BT = jnp.where(at_old, own_BT, batch["old_logp"])

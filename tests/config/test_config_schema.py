@@ -94,3 +94,15 @@ def test_unknown_keys_are_named():
         parse(values)
     with pytest.raises(ConfigError, match="unknown config sections"):
         parse({**base_config().to_dict(), "optim": {}})
+
+
+def test_logprob_chunk_reaches_the_update_config():
+    """train.logprob_chunk: None (whole sequence, today's program) by default; set, it is the
+    update step's (and its old log-probs') chunk."""
+    assert build_run_spec(base_config()).update.logprob_chunk is None
+    spec = build_run_spec(
+        _cli_config(["--config=configs/dapo.py:bf16", "--config.train.logprob_chunk=64"])
+    )
+    assert spec.config.train.logprob_chunk == 64 and spec.update.logprob_chunk == 64
+    with pytest.raises(ConfigError, match="logprob_chunk"):
+        build_run_spec(_cli_config(["--config=configs/dapo.py", "--config.train.logprob_chunk=0"]))

@@ -15,18 +15,20 @@ BATCH_INVARIANT = ("fp32", "bf16", "fp8_channel", "fp8_block", "fp8_mx")  # per-
 BATCH_DEPENDENT = ("fp8_tensor", "fp8_delayed")  # per-tensor amax (delayed: empty history)
 
 
-def _update(preset: str, calibrate: bool = True):
+def _update(preset: str, calibrate: bool = True, logprob_chunk: int | None = None):
     calib = CalibrationConfig(enabled=calibrate, period=1, ema_beta=0.0)
-    cfg, tx, state = make_setup(preset, calibration=calib, lr=3e-2)
+    cfg, tx, state = make_setup(preset, calibration=calib, lr=3e-2, logprob_chunk=logprob_chunk)
     step = jax.jit(make_update_step(TINY, cfg, tx), donate_argnums=0)
     updater = PPOUpdater(TINY, cfg, step, epochs=2, num_minibatches=4, ref_params=state.params)
     rng = np.random.default_rng(0)
     return updater.update(state, rollout_batch(batch=16, seed=3), rng, rl_step=1, probe=True)
 
 
-@pytest.mark.parametrize("preset", PRESETS)
-def test_ratio_is_exactly_one_at_the_first_update(preset):
-    state, metrics, _ = _update(preset)
+@pytest.mark.parametrize(
+    ("preset", "chunk"), [(p, None) for p in PRESETS] + [("bf16", 3), ("fp8_tensor", 5)]
+)
+def test_ratio_is_exactly_one_at_the_first_update(preset, chunk):
+    state, metrics, _ = _update(preset, logprob_chunk=chunk)
     first = metrics[0]
     assert first["at_theta_old"] == 1.0 and first["ratio_log_abs_max"] == 0.0
     assert first["clip_frac_lower_neg"] == 0.0 and first["clip_frac_upper_pos"] == 0.0

@@ -59,7 +59,12 @@ def rollout_batch(
 
 def make_setup(recipe: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwargs):
     """(update_cfg, tx, state) for the tiny model."""
-    fields = {"rl": get_preset("grpo"), "calibration": CalibrationConfig(), "temperature": 1.0}
+    fields = {
+        "rl": get_preset("grpo"),
+        "calibration": CalibrationConfig(),
+        "temperature": 1.0,
+        "logprob_chunk": None,
+    }
     update_cfg = UpdateConfig(recipe=PrecisionRecipe.preset(recipe), **{**fields, **step_kwargs})
     import jax
 
