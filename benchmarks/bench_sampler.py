@@ -7,7 +7,6 @@ tokens. Usage: python benchmarks/bench_sampler.py [--preset small --batch 4 --sa
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 
 import jax
@@ -36,9 +35,6 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     cfg = ModelConfig.preset(args.preset)
-    cfg = dataclasses.replace(
-        cfg, max_seq_len=max(cfg.max_seq_len, args.prompt_len + args.new_tokens)
-    )
     tokens = jnp.zeros((1, 4), jnp.int32)
     params = jax.jit(Transformer(cfg, PrecisionRecipe.preset("fp32")).init)(
         jax.random.key(0), tokens, tokens, jnp.ones_like(tokens)
