@@ -36,6 +36,8 @@ class TaskConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelSizes:
+    checkpoint: str | None = None  # a .gguf file, an HF directory or a built-in name
+    # ("smollm2-135m-instruct"): its weights, sizes and tokenizer; None -> a fresh model
     preset: str | None = None  # a ModelConfig preset (tiny, small, ...); None -> the sizes below
     d_model: int = 64  # residual width
     n_layers: int = 2  # decoder blocks
@@ -45,6 +47,10 @@ class ModelSizes:
     d_ff: int = 192  # SwiGLU hidden width
     qk_norm: bool = False  # Qwen3-style query/key RMSNorm
     tie_embeddings: bool = True  # lm_head shares the embedding matrix
+
+    def __post_init__(self) -> None:
+        if self.checkpoint is not None and self.preset is not None:
+            raise ValueError("checkpoint and preset are exclusive: a checkpoint has its sizes")
 
 
 @dataclasses.dataclass(frozen=True)

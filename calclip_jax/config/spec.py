@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from typing import Any
 
 from ml_collections import ConfigDict
 
 from calclip_jax.config.config_dict import ConfigError, parse
 from calclip_jax.config.schema import ModelSizes, RunConfig
-from calclip_jax.data import CharTokenizer, Task, Tokenizer, get_task
+from calclip_jax.data import CharTokenizer, GGUFTokenizer, HFTokenizer, Task, Tokenizer, get_task
 from calclip_jax.fp8 import PRESETS, PrecisionRecipe
 from calclip_jax.fp8.vocabulary import SCALED_FORMATS
-from calclip_jax.model import ModelConfig
+from calclip_jax.model import ModelConfig, load_hf_tokenizer, resolve_checkpoint
+from calclip_jax.model.checkpoints import checkpoint_config
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.presets import RLPreset, get_preset
 
 FWD_FORMATS = SCALED_FORMATS  # a forward format replacing the preset's
-MODEL_SIZES = tuple(f.name for f in dataclasses.fields(ModelSizes) if f.name != "preset")
+MODEL_SIZES = tuple(
+    f.name for f in dataclasses.fields(ModelSizes) if f.name not in ("checkpoint", "preset")
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +67,7 @@ class RunSpec:
     update: UpdateConfig  # what the jitted update step closes over (trainer recipe, RL, ...)
     cache_dir: str
     data_dir: str
+    checkpoint: str | None  # the resolved checkpoint path (`model.checkpoint`), None: fresh
 
 
 def _check(key: str, fn, *args, **kwargs) -> Any:
@@ -126,6 +131,13 @@ def check_sampling(run: RunConfig, rl: RLPreset) -> None:
         )
 
 
+def checkpoint_tokenizer(path: Path) -> Tokenizer:
+    """The tokenizer a checkpoint ships: a GGUF's (with its chat template) or tokenizer.json."""
+    if path.is_file():
+        return GGUFTokenizer.from_gguf(path)
+    return HFTokenizer(load_hf_tokenizer(path))
+
+
 def model_config(run: RunConfig, vocab_size: int) -> ModelConfig:
     m = run.model
     if m.preset is not None:
@@ -140,7 +152,14 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
     run = config if isinstance(config, RunConfig) else parse(config)
     t = run.task
     task = _check(f"task (name={t.name!r})", get_task, t.name, **t.knobs)
-    tokenizer = CharTokenizer.for_tasks(task)
+    checkpoint = None
+    if run.model.checkpoint is not None:
+        checkpoint = _check("model.checkpoint", resolve_checkpoint, run.model.checkpoint)
+        tokenizer = _check("model.checkpoint", checkpoint_tokenizer, checkpoint)
+        model = _check("model.checkpoint", checkpoint_config, checkpoint)
+    else:
+        tokenizer = CharTokenizer.for_tasks(task)
+        model = model_config(run, tokenizer.vocab_size)
     rollout_recipe = precision_recipe("rollout", run.rollout.precision, run.rollout.fwd_format)
     train_recipe = precision_recipe("train", run.train.precision, run.train.fwd_format)
     rl = rl_preset(run)
@@ -159,11 +178,12 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
         config=run,
         task=task,
         tokenizer=tokenizer,
-        model=model_config(run, tokenizer.vocab_size),
+        model=model,
         rollout_recipe=rollout_recipe,
         update=update,
         cache_dir=cache_dir,
         data_dir=t.data_dir or os.path.join(cache_dir, "tfds"),
+        checkpoint=None if checkpoint is None else str(checkpoint),
     )
 
 
@@ -179,6 +199,7 @@ def resolved_record(spec: RunSpec) -> dict[str, Any]:
             spec.update.shadow_recipe.to_dict() if spec.config.calibration.enabled else None
         ),
         "model": spec.model.to_dict(),
+        "checkpoint": spec.checkpoint,
         "updates_per_rl_step": spec.config.train.updates_per_rl_step,
         "rollout_batch": spec.config.rollout.batch_size,
     }

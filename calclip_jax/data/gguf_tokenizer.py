@@ -269,6 +269,12 @@ class GGUFTokenizer(HFTokenizer):
             kept.append(int(token))
         return self.decode(kept), False
 
+    def format_prompt(self, text: str) -> str:
+        """A task prompt as one user turn of the chat template, ready for the answer."""
+        if self.chat_template is None:
+            return text
+        return self.apply_chat_template([{"role": "user", "content": text}])
+
     def apply_chat_template(
         self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True
     ) -> str:

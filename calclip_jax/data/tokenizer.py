@@ -30,6 +30,10 @@ class Tokenizer(abc.ABC):
     def decode(self, ids: Iterable[int]) -> str:
         """Text of `ids`, dropping special tokens (pad, bos, eos)."""
 
+    def format_prompt(self, text: str) -> str:
+        """The text a task prompt is encoded as: itself (chat tokenizers use their template)."""
+        return text
+
     def decode_response(self, ids: Iterable[int]) -> tuple[str, bool]:
         """Text up to the first EOS and whether an EOS was found (the response finished)."""
         kept: list[int] = []

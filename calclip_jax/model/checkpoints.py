@@ -8,8 +8,10 @@ from typing import Any
 import jax.numpy as jnp
 
 from calclip_jax.model.config import ModelConfig
-from calclip_jax.model.gguf_import import load_gguf_checkpoint
+from calclip_jax.model.gguf_import import gguf_config, load_gguf_checkpoint
+from calclip_jax.model.hf_config import config_from_hf, read_hf_config
 from calclip_jax.model.hf_import import load_hf_checkpoint
+from calclip_jax.model.safetensors_io import tensor_files
 from calclip_jax.shipped import SHIPPED, shipped_file
 
 
@@ -37,3 +39,12 @@ def load_checkpoint(
     if path.is_file():
         return load_gguf_checkpoint(path, dtype)
     return load_hf_checkpoint(path, dtype)
+
+
+def checkpoint_config(name_or_path: str | Path) -> ModelConfig:
+    """The ModelConfig of a checkpoint, read from its metadata (no tensors loaded)."""
+    path = resolve_checkpoint(name_or_path)
+    if path.is_file():
+        return gguf_config(path)
+    has_lm_head = "lm_head.weight" in tensor_files(path)  # as `load_hf_checkpoint` decides
+    return config_from_hf(read_hf_config(path), has_lm_head=has_lm_head)

@@ -134,6 +134,11 @@ def read_gguf_tensor(tensor: Any) -> np.ndarray:
     return np.asarray(array, dtype=np.float32).reshape(shape)
 
 
+def gguf_config(path: str | Path) -> ModelConfig:
+    """The ModelConfig of a llama GGUF file (its metadata and tensor shapes only)."""
+    return config_from_gguf(_gguf().GGUFReader(Path(path)))
+
+
 def load_gguf_checkpoint(path: str | Path, dtype: Any = jnp.float32) -> tuple[ModelConfig, dict]:
     """(ModelConfig, params) from a llama GGUF file; same tree as `load_hf_checkpoint`.
 

@@ -28,6 +28,7 @@ from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import (
     ModelConfig,
     Transformer,
+    load_checkpoint,
     positions_from_mask,
     token_logprobs_and_entropy,
 )
@@ -36,18 +37,28 @@ from calclip_jax.train.multihost import leader_first
 from calclip_jax.train.state import init_variables
 
 
-def sft_cache_key(model: ModelConfig, task: Task, alphabet: str, cfg: SFTConfig, seed: int) -> str:
-    blob = json.dumps(
-        {
-            "model": model.to_dict(),
-            "task": task.name,
-            "knobs": task.data_knobs(),
-            "alphabet": alphabet,
-            "sft": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "cache_dir"},
-            "seed": seed,
-        },
-        sort_keys=True,
-    )
+def sft_cache_key(
+    model: ModelConfig,
+    task: Task,
+    tokenizer: Tokenizer,
+    cfg: SFTConfig,
+    seed: int,
+    checkpoint: str | None = None,
+) -> str:
+    """Hash of everything the SFT result depends on: the model, task, tokenizer (a character
+    tokenizer's alphabet), SFT knobs, seed and the starting checkpoint (its file, if any)."""
+    fields = {
+        "model": model.to_dict(),
+        "task": task.name,
+        "knobs": task.data_knobs(),
+        "alphabet": getattr(tokenizer, "alphabet", None),
+        "sft": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "cache_dir"},
+        "seed": seed,
+    }
+    if checkpoint is not None:  # the file identifies the weights and the tokenizer
+        stat = os.stat(checkpoint)
+        fields["checkpoint"] = [os.path.abspath(checkpoint), stat.st_size, stat.st_mtime_ns]
+    blob = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -85,13 +96,13 @@ def run_sft(
     opt_state = tx.init(params)
     step = make_sft_step(model_config, tx)
     rng = np.random.default_rng(seed)
-    seq_len = max(len(tokenizer.encode(task.demonstration(ex))) for ex in train) + 2
+    seq_len = max(len(tokenizer.encode(_demonstration(tokenizer, ex))) for ex in train) + 2
     report: dict[str, Any] = {"updates": 0, "accuracy": 0.0, "loss": float("nan")}
     for i in range(1, cfg.updates + 1):
         idx = rng.integers(0, len(train), size=cfg.batch_size)
         batch = encode_sft_batch(
             tokenizer,
-            [train[j].prompt for j in idx],
+            [tokenizer.format_prompt(train[j].prompt) for j in idx],
             [train[j].answer for j in idx],
             max_len=seq_len,
         )
@@ -154,13 +165,22 @@ def _cached_sft(
     return params, report
 
 
+def _demonstration(tokenizer: Tokenizer, example: Example) -> str:
+    """SFT text: the prompt as the tokenizer formats it, then the reference answer."""
+    return tokenizer.format_prompt(example.prompt) + example.answer
+
+
 def warm_start(
     spec: RunSpec, splits: dict[str, Sequence[Example]], log: Callable[[str], None] = print
 ) -> tuple[Any, dict[str, Any]]:
-    """The RL start: fresh params (seeded) trained by SFT in float32, or the cached result of an
-    identical SFT; with sft.updates = 0 the fresh params. Returns (params, report)."""
+    """The RL start: the checkpoint's params (`model.checkpoint`) or fresh ones (seeded), trained
+    by SFT in float32, or the cached result of an identical SFT; with sft.updates = 0 the
+    starting params themselves. Returns (params, report)."""
     run = spec.config
-    params, _ = init_variables(spec.model, spec.update.recipe, jax.random.key(run.seed))
+    if spec.checkpoint is not None:
+        params = load_checkpoint(spec.checkpoint)[1]
+    else:
+        params, _ = init_variables(spec.model, spec.update.recipe, jax.random.key(run.seed))
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
     test = splits["test"][: run.eval.num_prompts]
     fp32 = PrecisionRecipe.preset("fp32")
@@ -179,7 +199,7 @@ def warm_start(
 
     if run.sft.updates == 0:
         return params, {"accuracy": evaluate(params)["accuracy"], "updates": 0}
-    key = sft_cache_key(spec.model, spec.task, spec.tokenizer.alphabet, run.sft, run.seed)
+    key = sft_cache_key(spec.model, spec.task, spec.tokenizer, run.sft, run.seed, spec.checkpoint)
 
     def train_fn(p: Any) -> tuple[Any, dict[str, Any]]:
         return run_sft(

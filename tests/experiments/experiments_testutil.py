@@ -41,3 +41,33 @@ def tiny_config(cache_dir: str, **overrides) -> ConfigDict:
     )
     apply_overrides(c, overrides)
     return c
+
+
+def slice_gguf(src: str, dst: str, n_layers: int) -> str:
+    """A copy of llama GGUF `src` with only its first `n_layers` blocks (metadata, tokenizer and
+    the other tensors unchanged, quantized bytes copied as they are): a small real model."""
+    import gguf
+
+    reader = gguf.GGUFReader(src)
+    writer = gguf.GGUFWriter(dst, arch="llama")
+    for field in reader.fields.values():
+        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
+            continue
+        kind = field.types[0]
+        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        value = n_layers if field.name == "llama.block_count" else field.contents()
+        writer.add_key_value(field.name, value, kind, sub_type=sub)
+    keep = [
+        t
+        for t in reader.tensors
+        if not t.name.startswith("blk.") or int(t.name.split(".")[1]) < n_layers
+    ]
+    for t in keep:
+        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for t in keep:
+        writer.write_tensor_data(t.data, tensor_endianess=reader.endianess)
+    writer.close()
+    return dst
