@@ -36,8 +36,9 @@ def _config(tmp_path, checkpoint: str, **overrides):
         str(tmp_path / "cache"),
         **{
             "model.checkpoint": checkpoint,
-            "rollout.prompts_per_step": 2,
+            "rollout.prompts_per_step": 4,  # 8 rows: one minibatch over the 8 test devices
             "rollout.samples_per_prompt": 2,
+            "train.num_minibatches": 1,
             "train.steps": 2,
             "eval.every": 2,
             "eval.num_prompts": 2,
