@@ -8,6 +8,7 @@ stores beside the knobs, so a reader never recomputes a clip bound or a precisio
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -131,11 +132,15 @@ def check_sampling(run: RunConfig, rl: RLPreset) -> None:
         )
 
 
+@functools.lru_cache(maxsize=4)  # a sweep builds many specs from one checkpoint
 def checkpoint_tokenizer(path: Path) -> Tokenizer:
     """The tokenizer a checkpoint ships: a GGUF's (with its chat template) or tokenizer.json."""
     if path.is_file():
         return GGUFTokenizer.from_gguf(path)
     return HFTokenizer(load_hf_tokenizer(path))
+
+
+_cached_checkpoint_config = functools.lru_cache(maxsize=4)(checkpoint_config)
 
 
 def model_config(run: RunConfig, vocab_size: int) -> ModelConfig:
@@ -156,7 +161,7 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
     if run.model.checkpoint is not None:
         checkpoint = _check("model.checkpoint", resolve_checkpoint, run.model.checkpoint)
         tokenizer = _check("model.checkpoint", checkpoint_tokenizer, checkpoint)
-        model = _check("model.checkpoint", checkpoint_config, checkpoint)
+        model = _check("model.checkpoint", _cached_checkpoint_config, checkpoint)
     else:
         tokenizer = CharTokenizer.for_tasks(task)
         model = model_config(run, tokenizer.vocab_size)

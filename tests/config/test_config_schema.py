@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import json
 import typing
 
@@ -22,9 +23,10 @@ from calclip_jax.config import (
     to_config_dict,
 )
 from calclip_jax.config.config_dict import _optional_type
+from calclip_jax.shipped import shipped_file
 from configs.arms import ARMS
 
-FAMILIES = ("grpo", "dapo", "default", "countdown")
+FAMILIES = ("grpo", "dapo", "default", "countdown", "smollm2")
 
 
 def _cli_config(argv: list[str]):
@@ -34,6 +36,16 @@ def _cli_config(argv: list[str]):
     holder = config_flags.DEFINE_config_file("config", None, "", flag_values=values, sys_argv=argv)
     values(argv)
     return holder.value
+
+
+def _real_checkpoint_or_skip() -> None:
+    for module in ("gguf", "jinja2"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} not installed (the `llm` extra)")
+    try:
+        shipped_file("smollm2-135m-instruct")
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
 
 
 def _sections(run: RunConfig):
@@ -61,6 +73,8 @@ def test_unset_is_spelled_none():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_arm_builds_the_same_spec_as_the_cli(family):
+    if family == "smollm2":
+        _real_checkpoint_or_skip()
     module = importlib.import_module(f"configs.{family}")
     for arm in ("", *ARMS):
         direct = build_run_spec(module.get_config(arm) if arm else module.get_config())
