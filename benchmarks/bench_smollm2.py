@@ -46,16 +46,11 @@ _CHUNK = flags.DEFINE_integer("logprob_chunk", None, "train.logprob_chunk of the
 def _prompts(tok: GGUFTokenizer, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Left-padded chat-formatted arithmetic questions [n, P] and their mask."""
     rng = np.random.default_rng(0)
-    ids = [
-        tok.encode_chat([{"role": "user", "content": f"What is {a} + {b}? Answer with a number."}])
+    questions = [
+        tok.format_prompt(f"What is {a} + {b}? Answer with a number.")
         for a, b in rng.integers(10, 100, size=(n, 2))
     ]
-    width = max(map(len, ids))
-    tokens = np.full((n, width), tok.pad_id, np.int32)
-    mask = np.zeros((n, width), np.int32)
-    for i, row in enumerate(ids):
-        tokens[i, width - len(row) :], mask[i, width - len(row) :] = row, 1
-    return tokens, mask
+    return tok.batch_encode(questions, add_bos=True, left_pad=True)
 
 
 def _timed(fn):

@@ -15,8 +15,8 @@ from ml_collections import config_flags
 
 from calclip_jax.config import build_run_spec
 from calclip_jax.data import load_split
-from calclip_jax.model import load_checkpoint
-from calclip_jax.train.evaluate import decode_responses, generate, max_prompt_len
+from calclip_jax.train.evaluate import greedy_responses, max_prompt_len
+from calclip_jax.train.sft import starting_params
 from calclip_jax.train.state import init_variables
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file[:arm].")
@@ -28,20 +28,14 @@ def main(argv: list[str]) -> None:
     del argv
     spec = build_run_spec(_CONFIG.value)
     run = spec.config
-    if spec.checkpoint is not None:
-        params = load_checkpoint(spec.checkpoint)[1]
-    else:
-        params = init_variables(spec.model, spec.rollout_recipe, jax.random.key(run.seed))[0]
+    params = starting_params(spec)
     test = load_split(spec.task, "test", spec.data_dir)[: _NUM.value]
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
     meta = init_variables(spec.model, spec.rollout_recipe, jax.random.key(0))[1] or None
-    out = generate(
-        params, spec.model, spec.rollout_recipe, spec.tokenizer, test, prompt_len,
-        jax.random.key(0), num_samples=1, max_new_tokens=run.rollout.max_new_tokens,
-        temperature=0.0, fp8_meta=meta,
+    texts, finished, scores = greedy_responses(
+        params, spec.model, spec.rollout_recipe, spec.tokenizer, spec.task, test, prompt_len,
+        run.rollout.max_new_tokens, fp8_meta=meta,
     )  # fmt: skip
-    texts, finished = decode_responses(spec.tokenizer, out, prompt_len)
-    scores = spec.task.verify_batch(test, texts, finished)
     print(
         f"{spec.task.name} {spec.task.data_knobs()}: {len(test)} prompts, greedy, "
         f"{run.rollout.precision}: accuracy {scores['correct'].mean():.3f}, reward "

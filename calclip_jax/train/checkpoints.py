@@ -12,11 +12,13 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from calclip_jax.analysis import run_record as R
+
 
 class Checkpointer:
     def __init__(self, workdir: str, max_to_keep: int = 2) -> None:
         options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
-        path = os.path.abspath(os.path.join(workdir, "checkpoints"))
+        path = os.path.abspath(os.path.join(workdir, R.CHECKPOINTS_DIR))
         self._manager = ocp.CheckpointManager(path, options=options)
 
     def latest_step(self) -> int | None:

@@ -81,7 +81,7 @@ def generate(
     return tree_to_host(batch)
 
 
-def greedy_eval(
+def greedy_responses(
     params: Any,
     model_config: ModelConfig,
     recipe: PrecisionRecipe,
@@ -91,8 +91,8 @@ def greedy_eval(
     prompt_len: int,
     max_new_tokens: int,
     fp8_meta: Any = None,
-) -> dict[str, float]:
-    """Greedy accuracy, mean reward and garbled share on `examples`."""
+) -> tuple[list[str], list[bool], dict[str, np.ndarray]]:
+    """Greedy responses to `examples`: (texts, finished, the verifier's per-example scores)."""
     batch = generate(
         params,
         model_config,
@@ -107,7 +107,25 @@ def greedy_eval(
         fp8_meta=fp8_meta,
     )
     texts, finished = decode_responses(tokenizer, batch, prompt_len)
-    scores = task.verify_batch(examples, texts, finished)
+    return texts, finished, task.verify_batch(examples, texts, finished)
+
+
+def greedy_eval(
+    params: Any,
+    model_config: ModelConfig,
+    recipe: PrecisionRecipe,
+    tokenizer: Tokenizer,
+    task: Task,
+    examples: Sequence[Example],
+    prompt_len: int,
+    max_new_tokens: int,
+    fp8_meta: Any = None,
+) -> dict[str, float]:
+    """Greedy accuracy, mean reward and garbled share on `examples`."""
+    _, _, scores = greedy_responses(
+        params, model_config, recipe, tokenizer, task, examples, prompt_len, max_new_tokens,
+        fp8_meta,
+    )  # fmt: skip
     return {
         "accuracy": float(np.mean(scores["correct"])),
         "reward": float(np.mean(scores["reward"])),

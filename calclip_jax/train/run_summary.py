@@ -5,15 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from calclip_jax.analysis.stats import final_value, finite_mean, finite_values, last_finite
+from calclip_jax.analysis.summary import MEAN_KEYS
 from calclip_jax.analysis.surge import SURGE_WINDOW, detect_surge
-
-MEANS = (
-    "clip_frac_lower_neg",
-    "clip_frac_lower_neg_ref",
-    "clip_frac_upper_pos",
-    "clip_frac_upper_pos_ref",
-    "mismatch_k3",
-)
 
 
 def summarize(
@@ -41,6 +34,6 @@ def summarize(
         "entropy_min": float(ent.min()) if ent.size else None,
         "entropy_surge": surge is not None,
         "entropy_surge_step": surge,
-        **{f"{name}_mean": finite_mean(column(name)) for name in MEANS},
+        **{f"{name}_mean": finite_mean(column(name)) for name in MEAN_KEYS},
         "garbled_frac_final": final_value(column("garbled_frac")),
     }

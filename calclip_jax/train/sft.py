@@ -170,6 +170,13 @@ def _demonstration(tokenizer: Tokenizer, example: Example) -> str:
     return tokenizer.format_prompt(example.prompt) + example.answer
 
 
+def starting_params(spec: RunSpec) -> Any:
+    """The params a run starts from: the checkpoint's (`model.checkpoint`) or fresh, seeded."""
+    if spec.checkpoint is not None:
+        return load_checkpoint(spec.checkpoint)[1]
+    return init_variables(spec.model, spec.update.recipe, jax.random.key(spec.config.seed))[0]
+
+
 def warm_start(
     spec: RunSpec, splits: dict[str, Sequence[Example]], log: Callable[[str], None] = print
 ) -> tuple[Any, dict[str, Any]]:
@@ -177,10 +184,7 @@ def warm_start(
     by SFT in float32, or the cached result of an identical SFT; with sft.updates = 0 the
     starting params themselves. Returns (params, report)."""
     run = spec.config
-    if spec.checkpoint is not None:
-        params = load_checkpoint(spec.checkpoint)[1]
-    else:
-        params, _ = init_variables(spec.model, spec.update.recipe, jax.random.key(run.seed))
+    params = starting_params(spec)
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
     test = splits["test"][: run.eval.num_prompts]
     fp32 = PrecisionRecipe.preset("fp32")
