@@ -15,6 +15,15 @@ def get_config(arm: str = ""):
     config = base_config()
     config.rl.preset = "grpo"
     config.model.checkpoint = "smollm2-135m-instruct"
+    config.task.name = "chat_arithmetic"
+    config.task.knobs = {
+        "min_digits": 2,
+        "max_digits": 2,
+        "num_operands": 2,
+        "operators": "+",
+        "answer_from": "last_integer",
+        "partial_credit": False,
+    }
     config.sft.updates = 50
     config.sft.batch_size = 16
     config.sft.learning_rate = 1e-5

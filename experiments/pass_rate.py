@@ -1,48 +1,92 @@
-"""Greedy pass rate of a config's starting model (no SFT, no RL) on its task, with samples.
+"""Pass rate of a config's starting model on its task: greedy, and sampled as the RL rollout
+samples (rollout precision and temperature), with samples of the responses.
 
-    python -m experiments.pass_rate --config=configs/smollm2.py \
-        --config.task.knobs.max_digits=1 --num_prompts=64
+    python -m experiments.pass_rate --config=configs/smollm2.py --num_prompts=64 --samples=4
 
-Prints accuracy, mean reward and garbled share over the first --num_prompts test prompts, in the
-rollout precision, and a few prompt / response pairs: what picks a task the model can learn.
+--warm_start scores the RL starting point (after the config's SFT, cached) instead of the raw
+checkpoint. Prints accuracy, the share of finished (EOS-ended) responses, the share answered with
+the bare reference (format kept), garbled share, and a few prompt / response pairs: what picks a
+task the model can learn. --json appends the numbers as one JSON line to a file.
 """
 
 from __future__ import annotations
 
+import json
+
 import jax
+import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
 from calclip_jax.config import build_run_spec
-from calclip_jax.data import load_split
-from calclip_jax.train.evaluate import greedy_responses, max_prompt_len
-from calclip_jax.train.sft import starting_params
+from calclip_jax.data import Example, load_split
+from calclip_jax.train.evaluate import decode_responses, generate, max_prompt_len
+from calclip_jax.train.sft import starting_params, warm_start
 from calclip_jax.train.state import init_variables
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file[:arm].")
 _NUM = flags.DEFINE_integer("num_prompts", 64, "Test prompts.")
-_SHOW = flags.DEFINE_integer("show", 5, "Prompt / response pairs printed.")
+_SAMPLES = flags.DEFINE_integer("samples", 4, "Sampled responses per prompt (0: greedy only).")
+_WARM = flags.DEFINE_bool("warm_start", False, "Score the params after the config's SFT.")
+_SHOW = flags.DEFINE_integer("show", 4, "Prompt / response pairs printed per mode.")
+_JSON = flags.DEFINE_string("json", None, "Append the numbers as a JSON line to this file.")
+
+
+def score(task, examples: list[Example], texts: list[str], finished: list[bool]) -> dict:
+    """Accuracy, finished share, bare-answer share (the response is exactly the reference) and
+    garbled share of the responses to `examples`."""
+    s = task.verify_batch(examples, texts, finished)
+    bare = [t.strip() == ex.answer and f for ex, t, f in zip(examples, texts, finished, strict=True)]
+    return {
+        "accuracy": float(s["correct"].mean()),
+        "finished": float(np.mean(finished)),
+        "bare_answer": float(np.mean(bare)),
+        "garbled": float(s["garbled"].mean()),
+        "n": len(texts),
+    }
 
 
 def main(argv: list[str]) -> None:
     del argv
     spec = build_run_spec(_CONFIG.value)
     run = spec.config
-    params = starting_params(spec)
-    test = load_split(spec.task, "test", spec.data_dir)[: _NUM.value]
+    splits = {s: load_split(spec.task, s, spec.data_dir) for s in ("train", "test")}
+    params = warm_start(spec, splits)[0] if _WARM.value else starting_params(spec)
+    test = list(splits["test"][: _NUM.value])
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
     meta = init_variables(spec.model, spec.rollout_recipe, jax.random.key(0))[1] or None
-    texts, finished, scores = greedy_responses(
-        params, spec.model, spec.rollout_recipe, spec.tokenizer, spec.task, test, prompt_len,
-        run.rollout.max_new_tokens, fp8_meta=meta,
-    )  # fmt: skip
-    print(
-        f"{spec.task.name} {spec.task.data_knobs()}: {len(test)} prompts, greedy, "
-        f"{run.rollout.precision}: accuracy {scores['correct'].mean():.3f}, reward "
-        f"{scores['reward'].mean():.3f}, garbled {scores['garbled'].mean():.3f}"
-    )
-    for ex, text, done in list(zip(test, texts, finished, strict=True))[: _SHOW.value]:
-        print(f"  {ex.prompt!r} -> {text!r}{'' if done else ' (unfinished)'} [{ex.answer}]")
+    modes = [("greedy", 0.0, 1)]
+    if _SAMPLES.value:
+        modes.append((f"T={run.rollout.temperature:g}", run.rollout.temperature, _SAMPLES.value))
+    record = {
+        "task": spec.task.name,
+        "knobs": spec.task.knobs(),
+        "checkpoint": run.model.checkpoint,
+        "warm_start": _WARM.value,
+        "sft_updates": run.sft.updates if _WARM.value else 0,
+        "precision": run.rollout.precision,
+        "max_new_tokens": run.rollout.max_new_tokens,
+    }
+    for mode, temperature, num_samples in modes:
+        batch = generate(
+            params, spec.model, spec.rollout_recipe, spec.tokenizer, test, prompt_len,
+            jax.random.key(run.seed), num_samples=num_samples,
+            max_new_tokens=run.rollout.max_new_tokens, temperature=temperature, fp8_meta=meta,
+        )  # fmt: skip
+        texts, finished = decode_responses(spec.tokenizer, batch, prompt_len)
+        examples = [ex for ex in test for _ in range(num_samples)]
+        record[mode] = score(spec.task, examples, texts, finished)
+        r = record[mode]
+        print(
+            f"{spec.task.name} {spec.task.data_knobs()}: {len(test)} prompts x {num_samples}, "
+            f"{mode}, {run.rollout.precision}: accuracy {r['accuracy']:.3f}, finished "
+            f"{r['finished']:.3f}, bare answer {r['bare_answer']:.3f}, garbled {r['garbled']:.3f}"
+        )
+        for ex, text, done in list(zip(examples, texts, finished, strict=True))[: _SHOW.value]:
+            print(f"  {ex.prompt!r} -> {text!r}{'' if done else ' (unfinished)'} [{ex.answer}]")
+    if _JSON.value:
+        with open(_JSON.value, "a") as f:
+            f.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":
