@@ -22,6 +22,9 @@ Phases:
   stress_large BF16 and per-tensor FP8 stress arms on Countdown with an 8x larger model.
   ladder       MX scaling with E4M3, E5M2 and E2M1 (FP4) forwards, with and without CalClip.
   ladder_countdown  the ladder in the stress setting on Countdown.
+  smollm2      the real model (configs/smollm2.py, SmolLM2-135M-Instruct on 2-digit chat
+               addition): BF16, FP8 tensor and block, each with TIS and with TIS + CalClip,
+               sized to about two hours of this 2-core CPU (REAL_MODEL_COMMON).
 Scale: the 0.1M-parameter default model (calclip_jax/config/schema.py), 16 prompts x 8 samples
 per step, 4 minibatch updates per step, 60 RL steps (stress phases: 16 updates, 300 steps).
 """
@@ -192,6 +195,28 @@ def stress_dapo_seed_arms() -> dict[str, dict]:
     return {n: arm for n, arm in stress_dapo_arms().items() if not n.endswith("e5m2")}
 
 
+REAL_MODEL_ARMS = (
+    "bf16",
+    "fp8_tensor_tis",
+    "fp8_tensor_tis_calib",
+    "fp8_block_tis",
+    "fp8_block_tis_calib",
+)
+REAL_MODEL_COMMON = {
+    "train.steps": 20,
+    "eval.every": 5,
+    "log.quiet": True,
+    "log.checkpoint_every": 5,
+    "log.ratios_every": 5,
+    "log.samples_every": 5,
+}
+
+
+def real_model_arms() -> dict[str, dict]:
+    """The headline arms on SmolLM2-135M-Instruct (calibration without EMA: the default)."""
+    return {name: _arm(name) for name in REAL_MODEL_ARMS}
+
+
 COUNTDOWN_PHASES = (
     "stress_countdown",
     "stress_dapo",
@@ -232,6 +257,7 @@ PHASES = {
     "stress_large": stress_large_arms,
     "ladder": ladder_arms,
     "ladder_countdown": ladder_arms,
+    "smollm2": real_model_arms,
 }
 
 
@@ -239,10 +265,13 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     if phase not in PHASES:
         raise ValueError(f"study phase {phase!r}; allowed: {sorted(PHASES)}")
     c = ConfigDict()
-    c.base = "configs/countdown.py" if phase in COUNTDOWN_PHASES else "configs/grpo.py"
+    c.base = {"smollm2": "configs/smollm2.py"}.get(
+        phase, "configs/countdown.py" if phase in COUNTDOWN_PHASES else "configs/grpo.py"
+    )
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
     seeds = {"headline": (0, 1, 2), "stress_seeds": STRESS_SEEDS, "stress_dapo_seeds": STRESS_SEEDS}
     c.seeds = list(seeds.get(phase, ()))
     common = STRESS_COMMON if phase in STRESS_SETTING else STUDY_COMMON
+    common = REAL_MODEL_COMMON if phase == "smollm2" else common
     c.common = ConfigDict(common, allow_dotted_keys=True)
     return c
