@@ -30,5 +30,6 @@ def get_config(arm: str = ""):
     config.sft.eval_every = 25
     config.train.logprob_chunk = 64
     config.train.learning_rate = 1e-6
+    config.train.num_minibatches = 4
     config.eval.num_prompts = 64
     return apply_arm(config, arm)

@@ -242,6 +242,7 @@ BOUNDARY_SEARCH_PHASES = (
     "ladder",
     "ladder_countdown",
 )
+REAL_MODEL_PHASES = ("smollm2",)  # reported on their own, apart from the toy-scale aggregates
 PHASES = {
     "granularity": granularity_arms,
     "headline": headline_arms,

@@ -36,7 +36,8 @@ def score(task, examples: list[Example], texts: list[str], finished: list[bool])
     """Accuracy, finished share, bare-answer share (the response is exactly the reference) and
     garbled share of the responses to `examples`."""
     s = task.verify_batch(examples, texts, finished)
-    bare = [t.strip() == ex.answer and f for ex, t, f in zip(examples, texts, finished, strict=True)]
+    rows = zip(examples, texts, finished, strict=True)
+    bare = [text.strip() == ex.answer and done for ex, text, done in rows]
     return {
         "accuracy": float(s["correct"].mean()),
         "finished": float(np.mean(finished)),

@@ -33,6 +33,16 @@ from configs.arms import FP8_PRESET_SUFFIXES
 _RESULTS = flags.DEFINE_string("results", "results", "Folder holding the study's sweep dirs.")
 PHASES = tuple(study.PHASES)  # a phase without a folder under --results is skipped
 SEARCH_PHASES = study.BOUNDARY_SEARCH_PHASES
+REAL_MODEL_PHASES = study.REAL_MODEL_PHASES
+OWN_FIGURE_PHASES = (*SEARCH_PHASES, *REAL_MODEL_PHASES)  # a curve figure + distortion table each
+REAL_MODEL_CURVES = (
+    "reward_mean",
+    "eval_accuracy",
+    "entropy",
+    "garbled_frac",
+    "clip_frac_lower_neg",
+    "clip_frac_lower_neg_ref",
+)
 HEADLINE = study.HEADLINE_ARMS
 STRESS_ARMS = tuple(study.stress_seed_arms())
 # group -> (arms, run names at seeds 0, 1, ... with the arm's name as "{}")
@@ -474,14 +484,16 @@ def main(argv: list[str]) -> None:
             keys=("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg"),
             save=figs / "boundary.png",
         )
-    for phase in SEARCH_PHASES:
+    for phase in OWN_FIGURE_PHASES:
         stress = {
             n.split("/", 1)[1]: a["dir"] for n, a in arms.items() if n.startswith(phase + "/")
         }
         if stress:
             plots.plot_curves(
                 stress,
-                keys=("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg"),
+                keys=REAL_MODEL_CURVES
+                if phase in REAL_MODEL_PHASES
+                else ("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg"),
                 save=figs / f"{phase}.png",
             )
     calibrated = {  # the granularity phase's calibrated arms
@@ -493,12 +505,22 @@ def main(argv: list[str]) -> None:
     dumped = [n for n in arms if (arms[n]["dir"] / "ratios").is_dir()]
     uncalibrated = [n for n in dumped if n.endswith(("_tis", "_tis_e5m2"))]
     searched = [n for n in uncalibrated if n.startswith(SEARCH_PHASES)]
+    real = [n for n in dumped if n.startswith(REAL_MODEL_PHASES)]
     binned = probability_binned(arms, dumped, figs / "clip_by_probability_all.png")
     probability_binned(
-        arms, [n for n in uncalibrated if n not in searched], figs / "clip_by_probability.png"
+        arms,
+        [n for n in uncalibrated if n not in searched and n not in real],
+        figs / "clip_by_probability.png",
     )
     if searched:
         probability_binned(arms, searched, figs / "search_clip_by_probability.png")
+    for phase in REAL_MODEL_PHASES:
+        if any(n.startswith(phase + "/") for n in real):
+            probability_binned(
+                arms,
+                [n for n in real if n.startswith(phase + "/")],
+                figs / f"{phase}_clip_by_probability.png",
+            )
     distortion_bars(arms, figs / "distortion.png")
     rebound_chart(arms, figs / "rebound.png")
     text = "\n\n".join(
@@ -526,7 +548,7 @@ def main(argv: list[str]) -> None:
                         bf16=f"{phase}/bf16",
                     ),
                 )
-                for phase in SEARCH_PHASES
+                for phase in OWN_FIGURE_PHASES
                 if any(n.startswith(phase + "/") for n in arms)
             ),
         ]

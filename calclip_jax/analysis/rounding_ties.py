@@ -62,7 +62,9 @@ def as_dense_weight(w_KN: jnp.ndarray, prec: TensorPrecision) -> jnp.ndarray:
     return dequantize(q) if isinstance(q, QuantizedArray) else q
 
 
-def update_gain(w0_KN: jnp.ndarray, w1_KN: jnp.ndarray, prec: TensorPrecision) -> tuple[float, float]:
+def update_gain(
+    w0_KN: jnp.ndarray, w1_KN: jnp.ndarray, prec: TensorPrecision
+) -> tuple[float, float]:
     """How a float32 update w0 -> w1 reaches the weights the forward uses under `prec`:
     (||Q(w1) - Q(w0)|| / ||w1 - w0||, cosine between the two updates). Rounding noise alone gives
     a gain of many and a cosine near 0; weights on ties that the update nudges all round its way,

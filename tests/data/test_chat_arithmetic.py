@@ -5,25 +5,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from calclip_jax.data import get_task
+from calclip_jax.data.expression import parse_expression
 from calclip_jax.data.tokenizer import CharTokenizer
 
 TASK = get_task("chat_arithmetic", max_digits=2, operators="+-", num_train=200, num_test=30)
 
 
 def test_prompts_are_instructions_over_the_arithmetic_problems():
-    plain = get_task("arithmetic", max_digits=2, operators="+-", num_train=200, num_test=30)
-    ours = TASK.examples("train")[:20]
-    for ex in ours:
+    for ex in TASK.examples("train")[:20]:
         expression = ex.prompt.removeprefix("Compute ").removesuffix(
             ". Reply with only the result, no words."
         )
         a, op, b = expression.split(" ")
         assert int(a) == ex.numbers[0] and int(b) == ex.numbers[1] and op in "+-"
-        assert ex.answer == str(ex.target) == str(eval(expression))  # noqa: S307 (our own text)
-    # the same draws as the plain task (only the prompt text differs, so the splits may differ)
-    assert {ex.target for ex in ours} <= {ex.target for ex in plain.examples("train")} | {
-        ex.target for ex in plain.examples("test")
-    }
+        value = parse_expression(expression.replace(" ", "")).value
+        assert ex.answer == str(ex.target) == str(value)
 
 
 @pytest.mark.parametrize(

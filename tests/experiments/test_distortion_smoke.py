@@ -9,8 +9,8 @@ import math
 import numpy as np
 from experiments_testutil import tiny_config
 
+from calclip_jax.train.distortion_probe import PRECISIONS, run_distortion
 from configs.arms import apply_arm
-from experiments.distortion import PRECISIONS, run_distortion
 
 UPDATES = 2
 

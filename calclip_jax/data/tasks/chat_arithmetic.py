@@ -10,9 +10,9 @@ from typing import ClassVar
 
 from calclip_jax.data.example import Example
 from calclip_jax.data.registry import register_task
+from calclip_jax.data.task import verifier_knob
 from calclip_jax.data.tasks.arithmetic import ArithmeticTask
 from calclip_jax.data.verify import VerifyResult, digit_credit, garbled_result
-from calclip_jax.data.task import verifier_knob
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _OPERATOR = re.compile(r"(?<=[0-9])([+*-])")
@@ -44,7 +44,8 @@ class ChatArithmeticTask(ArithmeticTask):
             )
         if self.answer_from not in ANSWER_FROM:
             raise ValueError(
-                f"chat_arithmetic: answer_from must be one of {ANSWER_FROM}, got {self.answer_from!r}"
+                f"chat_arithmetic: answer_from must be one of {ANSWER_FROM}, "
+                f"got {self.answer_from!r}"
             )
 
     @property
