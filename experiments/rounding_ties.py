@@ -6,8 +6,8 @@ precision, and how the config's SFT warm start reaches the weights each precisio
 Table 1: the share of weights each precision represents exactly, and the share within a relative
 1e-6 of a rounding boundary (a tie), against the share random values would have.
 Table 2 (with --warm_start): the SFT's float32 update w0 -> w1 against the same update after
-rounding, ||Q(w1) - Q(w0)|| / ||w1 - w0|| and their cosine. A grid the format represents exactly
-erases an update smaller than half its step; weights on ties round in the update's direction.
+rounding, ||Q(w1) - Q(w0)|| / ||w1 - w0|| and their cosine, and the ties left after it. Weights
+on ties round in the update's direction, a whole step of the format.
 Table 3 (with --warm_start): what that does to the log-probs of sampled responses
 (results/RESULTS.md, section 6).
 """
@@ -110,13 +110,21 @@ def main(argv: list[str]) -> None:
     splits = {s: load_split(spec.task, s, spec.data_dir) for s in ("train", "test")}
     tuned_params = warm_start(spec, splits)[0]
     tuned = linear_weights(tuned_params)
-    print("\nThe SFT update as each forward sees it (median over kernels)")
-    print("| precision | gain ||Q(w1) - Q(w0)|| / ||w1 - w0|| | cosine |\n|---|---|---|")
+    print("\nThe SFT update as each forward sees it (median over kernels), and the ties left")
+    print(
+        "| precision | gain ||Q(w1) - Q(w0)|| / ||w1 - w0|| | cosine | on a tie after the SFT |\n"
+        "|---|---|---|---|"
+    )
     for name, prec in PRECISIONS.items():
         gains, cosines = zip(
             *(update_gain(w0, w1, prec) for w0, w1 in zip(base, tuned, strict=True)), strict=True
         )
-        print(f"| {name} | {np.median(gains):.1f} | {np.median(cosines):.2f} |", flush=True)
+        ties = float(np.average([near_tie_share(w, prec) for w in tuned], weights=sizes))
+        print(
+            f"| {name} | {np.median(gains):.1f} | {np.median(cosines):.2f} | "
+            f"{ties / random_share(prec.dtype):.0f}x random |",
+            flush=True,
+        )
     logprob_errors(spec, starting_params(spec), tuned_params, splits["train"])
 
 
