@@ -52,7 +52,7 @@ def main(argv: list[str]) -> None:
     spec = build_run_spec(_CONFIG.value)
     run = spec.config
     splits = {s: load_split(spec.task, s, spec.data_dir) for s in ("train", "test")}
-    params = warm_start(spec, splits)[0] if _WARM.value else starting_params(spec)
+    params, sft = warm_start(spec, splits) if _WARM.value else (starting_params(spec), {})
     test = list(splits["test"][: _NUM.value])
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
     meta = init_variables(spec.model, spec.rollout_recipe, jax.random.key(0))[1] or None
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> None:
         "knobs": spec.task.knobs(),
         "checkpoint": run.model.checkpoint,
         "warm_start": _WARM.value,
-        "sft_updates": run.sft.updates if _WARM.value else 0,
+        "sft_updates": sft.get("updates", 0),  # as run (SFT stops at sft.target_accuracy)
         "precision": run.rollout.precision,
         "max_new_tokens": run.rollout.max_new_tokens,
     }
