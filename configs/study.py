@@ -266,13 +266,14 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     if phase not in PHASES:
         raise ValueError(f"study phase {phase!r}; allowed: {sorted(PHASES)}")
     c = ConfigDict()
-    c.base = {"smollm2": "configs/smollm2.py"}.get(
-        phase, "configs/countdown.py" if phase in COUNTDOWN_PHASES else "configs/grpo.py"
-    )
+    if phase in REAL_MODEL_PHASES:
+        c.base = "configs/smollm2.py"
+    else:
+        c.base = "configs/countdown.py" if phase in COUNTDOWN_PHASES else "configs/grpo.py"
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
     seeds = {"headline": (0, 1, 2), "stress_seeds": STRESS_SEEDS, "stress_dapo_seeds": STRESS_SEEDS}
     c.seeds = list(seeds.get(phase, ()))
     common = STRESS_COMMON if phase in STRESS_SETTING else STUDY_COMMON
-    common = REAL_MODEL_COMMON if phase == "smollm2" else common
+    common = REAL_MODEL_COMMON if phase in REAL_MODEL_PHASES else common
     c.common = ConfigDict(common, allow_dotted_keys=True)
     return c

@@ -19,7 +19,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from calclip_jax.config import build_run_spec
-from calclip_jax.data import Example, load_split
+from calclip_jax.data import Example, Task, load_split
 from calclip_jax.train.evaluate import decode_responses, generate, max_prompt_len
 from calclip_jax.train.sft import starting_params, warm_start
 from calclip_jax.train.state import init_variables
@@ -32,7 +32,7 @@ _SHOW = flags.DEFINE_integer("show", 4, "Prompt / response pairs printed per mod
 _JSON = flags.DEFINE_string("json", None, "Append the numbers as a JSON line to this file.")
 
 
-def score(task, examples: list[Example], texts: list[str], finished: list[bool]) -> dict:
+def score(task: Task, examples: list[Example], texts: list[str], finished: list[bool]) -> dict:
     """Accuracy, finished share, bare-answer share (the response is exactly the reference) and
     garbled share of the responses to `examples`."""
     s = task.verify_batch(examples, texts, finished)
