@@ -64,7 +64,10 @@ class ArithmeticTask(Task):
                 return Example(expression + "=", str(target), numbers, target)
 
     def verify(self, example: Example, response: str, *, finished: bool = True) -> VerifyResult:
-        text = response.strip()
+        return self.score_answer(example, response.strip(), finished)
+
+    def score_answer(self, example: Example, text: str, finished: bool) -> VerifyResult:
+        """Scores `text` as the answer: garbled unless finished and an integer."""
         if not finished or not _INTEGER.fullmatch(text):
             return garbled_result()
         value = int(text)

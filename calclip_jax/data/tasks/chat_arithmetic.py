@@ -12,7 +12,7 @@ from calclip_jax.data.example import Example
 from calclip_jax.data.registry import register_task
 from calclip_jax.data.task import verifier_knob
 from calclip_jax.data.tasks.arithmetic import ArithmeticTask
-from calclip_jax.data.verify import VerifyResult, digit_credit, garbled_result
+from calclip_jax.data.verify import VerifyResult
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _OPERATOR = re.compile(r"(?<=[0-9])([+*-])")
@@ -65,12 +65,4 @@ class ChatArithmeticTask(ArithmeticTask):
         if self.answer_from == "last_integer":
             integers = _INTEGER.findall(text)
             text = integers[-1] if integers else ""
-        if not finished or not _INTEGER.fullmatch(text):
-            return garbled_result()
-        value = int(text)
-        correct = value == example.target
-        if correct:
-            score = 1.0
-        else:
-            score = digit_credit(text, example.answer) if self.partial_credit else 0.0
-        return VerifyResult(score + self.format_reward, correct, False, value)
+        return self.score_answer(example, text, finished)
