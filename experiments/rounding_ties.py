@@ -47,18 +47,22 @@ PRECISIONS = {"bf16": TensorPrecision("bf16")} | {
 }
 
 
-def linear_weights(params) -> list[jax.Array]:
-    """The dense kernels [K, N] (every 2-D leaf but the embedding), in tree order."""
+def is_dense_kernel(path: Any, w: jax.Array) -> bool:
+    """A dense kernel [K, N]: every 2-D leaf but the embedding."""
+    return w.ndim == 2 and "embed" not in jax.tree_util.keystr(path)
+
+
+def linear_weights(params: Any) -> list[jax.Array]:
+    """The dense kernels, in tree order."""
     leaves = jax.tree_util.tree_flatten_with_path(params)[0]
-    return [w for path, w in leaves if w.ndim == 2 and "embed" not in jax.tree_util.keystr(path)]
+    return [w for path, w in leaves if is_dense_kernel(path, w)]
 
 
 def map_linear(fn: Callable[..., jax.Array], *trees: Any) -> Any:
     """`fn` applied to the dense kernels of `trees` (leaf by leaf), the first tree elsewhere."""
 
     def leaf(path, w, *rest):
-        is_kernel = w.ndim == 2 and "embed" not in jax.tree_util.keystr(path)
-        return fn(w, *rest) if is_kernel else w
+        return fn(w, *rest) if is_dense_kernel(path, w) else w
 
     return jax.tree_util.tree_map_with_path(leaf, *trees)
 

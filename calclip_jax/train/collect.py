@@ -13,13 +13,14 @@ from typing import Any
 import jax
 import numpy as np
 
+from calclip_jax.config import RunSpec
 from calclip_jax.config.schema import RolloutConfig
 from calclip_jax.data import Example, Task, Tokenizer
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.advantages import dynamic_sampling_keep, grpo_advantages, overlong_penalty
 from calclip_jax.rl.presets import RLPreset
-from calclip_jax.train.evaluate import decode_responses, generate
+from calclip_jax.train.evaluate import decode_responses, generate, max_prompt_len
 
 
 @dataclasses.dataclass
@@ -48,6 +49,25 @@ class Collector:
     def collect(self, params: Any, fp8_meta: Any, step: int) -> Collected:
         """See the module-level `collect`."""
         return collect(self, params, fp8_meta, step)
+
+
+def run_collector(
+    spec: RunSpec, train: Sequence[Example], recipe: PrecisionRecipe | None = None
+) -> Collector:
+    """The run's collector over the `train` prompts: its sampler precision (or `recipe`), task,
+    tokenizer, rollout knobs, RL preset and seed."""
+    run = spec.config
+    return Collector(
+        spec.model,
+        spec.rollout_recipe if recipe is None else recipe,
+        spec.task,
+        spec.tokenizer,
+        train,
+        max_prompt_len(spec.tokenizer, spec.task),
+        run.rollout,
+        spec.update.rl,
+        run.seed,
+    )
 
 
 def _round(c: Collector, params: Any, fp8_meta: Any, step: int, round_: int) -> dict[str, Any]:

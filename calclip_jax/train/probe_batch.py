@@ -8,8 +8,7 @@ from typing import Any
 
 from calclip_jax.config import RunSpec
 from calclip_jax.fp8 import PrecisionRecipe
-from calclip_jax.train.collect import Collected, Collector
-from calclip_jax.train.evaluate import max_prompt_len
+from calclip_jax.train.collect import Collected, run_collector
 
 SAMPLER_PRECISION = "bf16"
 RL_STEP = 1  # the batch is the one RL step 1 of the run would draw
@@ -19,16 +18,5 @@ LOGP_KEYS = ("tokens", "positions", "attn_mask", "response_mask")  # what a log-
 def first_rollout_batch(spec: RunSpec, params: Any, train: Sequence[Any]) -> Collected:
     """RL step 1's rollout batch from a BF16 sampler at the run's temperature: tokens, masks,
     rollout_logp, advantages (the run's Collector, so DAPO dynamic sampling applies as in a run)."""
-    run = spec.config
-    collector = Collector(
-        spec.model,
-        PrecisionRecipe.preset(SAMPLER_PRECISION),
-        spec.task,
-        spec.tokenizer,
-        train,
-        max_prompt_len(spec.tokenizer, spec.task),
-        run.rollout,
-        spec.update.rl,
-        run.seed,
-    )
+    collector = run_collector(spec, train, PrecisionRecipe.preset(SAMPLER_PRECISION))
     return collector.collect(params, None, RL_STEP)

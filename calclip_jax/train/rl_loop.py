@@ -33,8 +33,8 @@ from calclip_jax.analysis.stats import FINAL_STEPS, finite_mean
 from calclip_jax.config import RunConfig, RunSpec, build_run_spec, resolved_record
 from calclip_jax.data import SPLITS, Example, load_split
 from calclip_jax.train.checkpoints import Checkpointer
-from calclip_jax.train.collect import Collector
-from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
+from calclip_jax.train.collect import Collector, run_collector
+from calclip_jax.train.evaluate import greedy_eval
 from calclip_jax.train.mesh import make_mesh
 from calclip_jax.train.multihost import is_leader, leader_first, sync
 from calclip_jax.train.optimizer import make_optimizer
@@ -103,18 +103,7 @@ def setup(
             return None
         return s.fp8_meta if spec.update.recipe.any_delayed else rollout_meta
 
-    prompt_len = max_prompt_len(spec.tokenizer, spec.task)
-    collector = Collector(
-        spec.model,
-        spec.rollout_recipe,
-        spec.task,
-        spec.tokenizer,
-        train,
-        prompt_len,
-        run.rollout,
-        rl,
-        run.seed,
-    )
+    collector = run_collector(spec, train)
     return RLParts(
         spec=spec,
         state=state,
@@ -122,7 +111,7 @@ def setup(
         collector=collector,
         updater=updater,
         test=list(test[: run.eval.num_prompts]),
-        prompt_len=prompt_len,
+        prompt_len=collector.prompt_len,
         checkpointer=Checkpointer(workdir),
         logger=RunLogger(workdir, active=is_leader()),
     )
