@@ -1,13 +1,19 @@
-"""Hopper check: does XLA turn the per-tensor FP8 dot into a cuBLASLt FP8 GEMM, and how fast is it?
+"""GPU benchmark: BF16 vs FP8 (tensor, channel, block, MX) GEMMs and a ~1B-parameter train step.
 
-Run on an H100/H200 (jax[cuda12]): ``python benchmarks/gpu_fp8_gemm.py [--n 8192]``.
-It (1) compiles ``fp8_dot_general`` (per-tensor E4M3 forward; fwd + bwd with E5M2 grads),
-(2) searches the optimized HLO for the cuBLASLt FP8 custom call (``__cublas$lt$matmul$f8``),
-(3) times the FP8 forward GEMM, a bf16 GEMM (f32 accumulation) and the fwd+bwd steps at n^3.
-
-XLA flags: unless XLA_FLAGS is already set, ``--xla_gpu_enable_triton_gemm=false`` is used so
-GEMMs are not claimed by Triton fusions before the cuBLAS(Lt) rewrite (set XLA_FLAGS yourself to
-compare, e.g. ``XLA_FLAGS= python ...``). The flags must be set before jax initializes its backend.
+Run on an H100/H200 (jax[cuda]): ``python -m benchmarks.gpu_fp8_gemm`` (about 5-8 minutes on an
+H200: mostly compiling six programs of a 16-layer model). Every line is printed as soon as it is
+measured (JSON), so a run cut short keeps what it measured. Sections:
+1. ``gemm``: one n x n x n GEMM forward + both gradients (``fp8_dot_general``) per precision:
+   median step time, TFLOP/s (3 GEMMs of 2 n^3), speed-up over BF16.
+2. ``hlo``: custom calls in each compiled train step (cuBLASLt FP8 GEMMs are
+   ``__cublas$lt$matmul$f8``; BF16 GEMMs ``__cublas$gemm`` / ``__cublas$lt$matmul``; cuDNN
+   block-scaled ``__cudnn$blockScaledDot``), so one sees which GEMMs really ran in float8.
+3. ``step``: the train step of the ``llama3_1b`` shapes (1.24B parameters, tied head): forward,
+   backward (every dense GEMM per the preset, lm_head and attention BF16), AdamW on float32
+   master weights; median step time, model TFLOP/s (6 x dense params x tokens), speed-up.
+``--smoke`` runs everything at toy sizes (any backend, e.g. this CPU) to check the script.
+XLA flags: unless XLA_FLAGS is set, ``--xla_gpu_enable_triton_gemm=false`` keeps GEMMs out of
+Triton fusions so the cuBLAS(Lt) rewrite sees them (set XLA_FLAGS yourself to compare).
 """
 
 from __future__ import annotations
@@ -16,24 +22,42 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_gpu_enable_triton_gemm=false")
 
-import argparse
+import collections
+import json
 import re
 import statistics
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+import numpy as np
+import optax
+from absl import app, flags
 
-from calclip_jax.fp8 import TensorPrecision, fp8_dot_general
+from calclip_jax.fp8 import PrecisionRecipe, fp8_dot_general, matmul_precisions
+from calclip_jax.model import ModelConfig
+from calclip_jax.train.forward import batch_logprobs
+from calclip_jax.train.state import init_variables
 
+PRESETS = ("bf16", "fp8_tensor", "fp8_channel", "fp8_block", "fp8_mx")
 DN = (((1,), (0,)), ((), ()))
-E4M3 = TensorPrecision("e4m3", "tensor")
-E5M2 = TensorPrecision("e5m2", "tensor")
-FP8_CALL = "__cublas$lt$matmul$f8"
+
+_N = flags.DEFINE_integer("n", 8192, "GEMM size of section 1.")
+_MODEL = flags.DEFINE_string("model", "llama3_1b", "ModelConfig preset of the train step.")
+_LAYERS = flags.DEFINE_integer("layers", None, "Override the model's layer count.")
+_BATCH = flags.DEFINE_integer("batch", 4, "Sequences per train step.")
+_SEQ = flags.DEFINE_integer("seq", 2048, "Tokens per sequence.")
+_REPS = flags.DEFINE_integer("reps", 10, "Timed calls per program (median).")
+_PRESETS = flags.DEFINE_list("presets", list(PRESETS), "Precision presets to compare.")
+_SMOKE = flags.DEFINE_bool("smoke", False, "Toy sizes: check the script on any backend.")
 
 
-def median_time(fn, *args, reps: int = 20) -> float:
+def emit(record: dict) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def median_time(fn: Callable, *args, reps: int) -> float:
     jax.block_until_ready(fn(*args))
     times = []
     for _ in range(reps):
@@ -43,69 +67,118 @@ def median_time(fn, *args, reps: int = 20) -> float:
     return statistics.median(times)
 
 
-def custom_calls(hlo: str) -> list[str]:
-    return sorted(set(re.findall(r'custom_call_target="([^"]+)"', hlo)))
+def custom_calls(hlo: str) -> dict[str, int]:
+    return dict(collections.Counter(re.findall(r'custom_call_target="([^"]+)"', hlo)))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--n", type=int, default=8192)
-    parser.add_argument("--reps", type=int, default=20)
-    args = parser.parse_args()
-    n = args.n
-    print(f"jax {jax.__version__} backend={jax.default_backend()} devices={jax.devices()}")
-    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
+def gemm_section(n: int, reps: int) -> None:
     kx, kw, kc = jax.random.split(jax.random.key(0), 3)
-    x = jax.random.normal(kx, (n, n), jnp.bfloat16)
-    w = (jax.random.normal(kw, (n, n), jnp.float32) / n**0.5).astype(jnp.bfloat16)
+    x = jax.random.normal(kx, (n, n), jnp.float32)
+    w = jax.random.normal(kw, (n, n), jnp.float32) / n**0.5
     c = jax.random.normal(kc, (n, n), jnp.float32)
+    base = None
+    for preset in _PRESETS.value:
+        act, wgt, grad = matmul_precisions(PrecisionRecipe.preset(preset), "dense")
 
-    fp8_fwd = jax.jit(lambda a, b: fp8_dot_general(a, b, DN, lhs_prec=E4M3, rhs_prec=E4M3))
-    bf16_fwd = jax.jit(lambda a, b: lax.dot_general(a, b, DN, preferred_element_type=jnp.float32))
+        def loss(x, w, act=act, wgt=wgt, grad=grad):
+            y = fp8_dot_general(x, w, DN, lhs_prec=act, rhs_prec=wgt, grad_prec=grad)
+            return jnp.sum(y * c)
 
-    def step(dot):
-        # Random upstream gradient c, so XLA cannot constant-fold the backward pass.
-        loss = lambda a, b, c: jnp.sum(dot(a, b) * c)
-        return jax.jit(jax.value_and_grad(loss, (0, 1)))
+        step = jax.jit(jax.value_and_grad(loss, (0, 1)))
+        t = median_time(step, x, w, reps=reps)
+        base = base or t
+        emit(
+            {
+                "section": "gemm",
+                "preset": preset,
+                "n": n,
+                "ms": round(t * 1e3, 3),
+                "tflops": round(3 * 2 * n**3 / t / 1e12, 1),
+                "speedup_vs_bf16": round(base / t, 3),
+            }
+        )
 
-    fp8_step = step(
-        lambda a, b: fp8_dot_general(a, b, DN, lhs_prec=E4M3, rhs_prec=E4M3, grad_prec=E5M2)
-    )
-    bf16_step = step(lambda a, b: bf16_fwd(a, b))
 
-    ok = True
-    for name, fn, fargs in [("fp8 forward", fp8_fwd, (x, w)), ("fp8 fwd+bwd", fp8_step, (x, w, c))]:
-        hlo = fn.lower(*fargs).compile().as_text()
-        calls = custom_calls(hlo)
-        n_fp8 = hlo.count(FP8_CALL)
-        print(f"{name}: custom calls {calls}; {FP8_CALL} occurrences: {n_fp8}")
-        ok &= n_fp8 > 0
-    expected = "3 (fwd, dX, dW)"
-    print(f"cuBLASLt FP8 GEMM found: {ok} (fwd+bwd should show {expected})")
+def dense_params(cfg: ModelConfig) -> int:
+    q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    per_layer = cfg.d_model * (2 * q + 2 * kv) + 3 * cfg.d_model * cfg.d_ff
+    return cfg.n_layers * per_layer + cfg.vocab_size * cfg.d_model  # + the (tied) head
 
-    flops = 2 * n**3
-    t_fp8, t_bf16 = (
-        median_time(fp8_fwd, x, w, reps=args.reps),
-        median_time(bf16_fwd, x, w, reps=args.reps),
+
+def make_train_step(cfg: ModelConfig, recipe: PrecisionRecipe, tx: optax.GradientTransformation):
+    def loss(params, batch):
+        logp, _, _ = batch_logprobs(cfg, recipe, params, None, batch, chunk=512)
+        return -jnp.sum(logp) / jnp.sum(batch["response_mask"])
+
+    def step(params, opt_state, batch):
+        value, grads = jax.value_and_grad(loss)(params, batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    return jax.jit(step, donate_argnums=(0, 1))
+
+
+def step_section(cfg: ModelConfig, batch_size: int, seq: int, reps: int) -> None:
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, cfg.vocab_size, (batch_size, seq)).astype(np.int32)
+    batch = {
+        "tokens": jnp.asarray(tokens),
+        "positions": jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch_size, seq)),
+        "attn_mask": jnp.ones((batch_size, seq), jnp.int32),
+        "response_mask": jnp.ones((batch_size, seq), jnp.int32),
+    }
+    flops = 6 * dense_params(cfg) * batch_size * seq
+    emit({"section": "step", "model_params": dense_params(cfg), "tokens": batch_size * seq})
+    tx = optax.adamw(1e-5)
+    base = None
+    for preset in _PRESETS.value:
+        recipe = PrecisionRecipe.preset(preset)
+        params, _ = init_variables(cfg, recipe, jax.random.key(0))
+        opt_state = tx.init(params)
+        step = make_train_step(cfg, recipe, tx)
+        t0 = time.perf_counter()
+        compiled = step.lower(params, opt_state, batch).compile()
+        compile_s = time.perf_counter() - t0
+        emit({"section": "hlo", "preset": preset, "custom_calls": custom_calls(compiled.as_text())})
+        state = [params, opt_state]
+
+        def run(state=state, compiled=compiled):
+            state[0], state[1], value = compiled(state[0], state[1], batch)
+            return value
+
+        t = median_time(run, reps=reps)
+        base = base or t
+        emit(
+            {
+                "section": "step",
+                "preset": preset,
+                "ms": round(t * 1e3, 2),
+                "compile_s": round(compile_s, 1),
+                "model_tflops": round(flops / t / 1e12, 1),
+                "speedup_vs_bf16": round(base / t, 3),
+            }
+        )
+        del state, params, opt_state, compiled
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    emit(
+        {
+            "jax": jax.__version__,
+            "backend": jax.default_backend(),
+            "devices": [str(d) for d in jax.devices()],
+            "xla_flags": os.environ.get("XLA_FLAGS"),
+        }
     )
-    s_fp8, s_bf16 = (
-        median_time(fp8_step, x, w, c, reps=args.reps),
-        median_time(bf16_step, x, w, c, reps=args.reps),
-    )
-    print(
-        f"forward GEMM {n}^3: fp8 {t_fp8 * 1e3:.2f} ms ({flops / t_fp8 / 1e12:.0f} TFLOP/s), "
-        f"bf16 {t_bf16 * 1e3:.2f} ms ({flops / t_bf16 / 1e12:.0f} TFLOP/s), "
-        f"bf16/fp8 speed-up x{t_bf16 / t_fp8:.2f}"
-    )
-    print(
-        f"fwd+bwd step {n}^3: fp8 {s_fp8 * 1e3:.2f} ms, bf16 {s_bf16 * 1e3:.2f} ms, "
-        f"speed-up x{s_bf16 / s_fp8:.2f}"
-    )
-    yf = fp8_fwd(x, w)
-    yb = bf16_fwd(x, w)
-    rel = float(jnp.linalg.norm(yf - yb) / jnp.linalg.norm(yb))
-    print(f"relative Frobenius difference fp8 vs bf16 output: {rel:.4f}")
+    smoke = _SMOKE.value
+    cfg = ModelConfig.preset("tiny" if smoke else _MODEL.value)
+    if _LAYERS.value:
+        cfg = ModelConfig.from_dict({**cfg.to_dict(), "n_layers": _LAYERS.value})
+    reps = 2 if smoke else _REPS.value
+    gemm_section(256 if smoke else _N.value, reps)
+    step_section(cfg, 2 if smoke else _BATCH.value, 16 if smoke else _SEQ.value, reps)
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

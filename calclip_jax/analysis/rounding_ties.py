@@ -13,8 +13,8 @@ import math
 
 import jax.numpy as jnp
 
-from calclip_jax.fp8.dot import quantize_operand
-from calclip_jax.fp8.quantize import QuantizedArray, dequantize, expand_scale, quantize
+from calclip_jax.fp8.dot import fake_quantize_operand
+from calclip_jax.fp8.quantize import expand_scale, quantize
 from calclip_jax.fp8.recipe import TensorPrecision
 
 NUDGE = 1e-6  # relative nudge that decides "on a boundary"
@@ -58,8 +58,7 @@ def random_share(dtype: str, nudge: float = NUDGE) -> float:
 
 def as_dense_weight(w_KN: jnp.ndarray, prec: TensorPrecision) -> jnp.ndarray:
     """The weight [K, N] as the dense layer's forward sees it under `prec` (float32)."""
-    q = quantize_operand(jnp.asarray(w_KN, jnp.float32), prec, (0,), "weights")
-    return dequantize(q) if isinstance(q, QuantizedArray) else q
+    return fake_quantize_operand(jnp.asarray(w_KN, jnp.float32), prec, (0,), "weights")
 
 
 def update_gain(

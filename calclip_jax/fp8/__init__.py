@@ -10,7 +10,7 @@ from calclip_jax.fp8.delayed import (
     update_history,
 )
 from calclip_jax.fp8.dense import FP8_META, RecipeDense
-from calclip_jax.fp8.dot import fp8_dot_general, quantize_operand
+from calclip_jax.fp8.dot import fake_quantize_operand, fp8_dot_general
 from calclip_jax.fp8.formats import (
     fmt_max,
     from_e8m0,
@@ -47,6 +47,7 @@ __all__ = [
     "dequantize",
     "dequantize_kv",
     "expand_scale",
+    "fake_quantize_operand",
     "fmt_max",
     "fp8_dot_general",
     "from_e8m0",
@@ -60,7 +61,6 @@ __all__ = [
     "quantize",
     "quantize_dequantize",
     "quantize_kv",
-    "quantize_operand",
     "recipe_dot_general",
     "recipe_einsum",
     "resolve_format",

@@ -1,6 +1,7 @@
 """``RecipeDense``: a Flax linen dense layer whose matmul precision comes from a recipe.
 
-Params: ``kernel`` [in, out] and optional ``bias`` [out], identical for every recipe. Only
+Params: ``kernel`` [in, out] and optional ``bias`` [out], identical for every recipe. A kernel
+found in the ``PREQUANTIZED`` collection (the sampler's weight sync) replaces the param. Only
 delayed scaling adds state, in the "fp8_meta" collection (per-tensor amax histories):
 - ``x_amax_history`` / ``kernel_amax_history``: updated in the forward pass when the collection
   is mutable (``apply(..., mutable=["fp8_meta"])``); the scale at step t uses the history before t.
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 
 from calclip_jax.fp8.delayed import init_history, scale_from_history, update_history
 from calclip_jax.fp8.matmul import matmul_precisions, recipe_dot_general
+from calclip_jax.fp8.prequantized import PREQUANTIZED, prequantized_dense
 from calclip_jax.fp8.recipe import PrecisionRecipe, TensorPrecision
 
 FP8_META = "fp8_meta"
@@ -54,13 +56,16 @@ class RecipeDense(nn.Module):
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
-        kernel = self.param(
-            "kernel", self.kernel_init, (x.shape[-1], self.features), self.param_dtype
-        )
         act, wgt, grad = matmul_precisions(self.recipe, self.role)
         kwargs: dict[str, Any] = {}
         if act.is_delayed:
             kwargs["lhs_scale"] = self._delayed_scale("x_amax_history", x, act)
+        if self.has_variable(PREQUANTIZED, "kernel"):
+            kernel = self.get_variable(PREQUANTIZED, "kernel")
+            return self._add_bias(prequantized_dense(x, kernel, act, kwargs.get("lhs_scale")))
+        kernel = self.param(
+            "kernel", self.kernel_init, (x.shape[-1], self.features), self.param_dtype
+        )
         if wgt.is_delayed:
             kwargs["rhs_scale"] = self._delayed_scale("kernel_amax_history", kernel, wgt)
         if grad.is_delayed and (act.is_fp8 or wgt.is_fp8):
@@ -69,8 +74,10 @@ class RecipeDense(nn.Module):
         elif grad.is_delayed:  # no FP8 operand: the gradient precision is unused
             grad = TensorPrecision(grad.dtype, "tensor")
         dn = (((x.ndim - 1,), (0,)), ((), ()))
-        y = recipe_dot_general(x, kernel, dn, act, wgt, grad, **kwargs)
-        if self.use_bias:
-            bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype)
-            y = y + bias.astype(jnp.float32)
-        return y
+        return self._add_bias(recipe_dot_general(x, kernel, dn, act, wgt, grad, **kwargs))
+
+    def _add_bias(self, y: jnp.ndarray) -> jnp.ndarray:
+        if not self.use_bias:
+            return y
+        bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype)
+        return y + bias.astype(jnp.float32)

@@ -42,9 +42,10 @@ def recipe_dot_general(
     grad_prec: TensorPrecision,
     **fp8_kwargs: Any,
 ) -> jnp.ndarray:
-    """float32 ``dot_general``: fp32 (HIGHEST) if both operands are fp32, else bf16 operands with
-    f32 accumulation if neither is FP8, else ``fp8_dot_general`` (``fp8_kwargs`` go there)."""
-    if lhs_prec.is_fp8 or rhs_prec.is_fp8:
+    """float32 ``dot_general``: float32 at HIGHEST (plain autodiff) if both operands are fp32,
+    else ``fp8_dot_general`` (``fp8_kwargs`` go there): float8 GEMMs for FP8 operands, bf16 GEMMs
+    with float32 accumulation, forward and backward, for bf16 ones."""
+    if not (lhs_prec.dtype == rhs_prec.dtype == "fp32"):
         return fp8_dot_general(
             lhs,
             rhs,
@@ -54,12 +55,11 @@ def recipe_dot_general(
             grad_prec=grad_prec,
             **fp8_kwargs,
         )
-    dtype, precision = plain_dot_operands(lhs_prec, rhs_prec)
     return lax.dot_general(
-        lhs.astype(dtype),
-        rhs.astype(dtype),
+        lhs.astype(jnp.float32),
+        rhs.astype(jnp.float32),
         dimension_numbers,
-        precision=precision,
+        precision=lax.Precision.HIGHEST,
         preferred_element_type=jnp.float32,
     )
 

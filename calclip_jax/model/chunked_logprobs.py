@@ -47,23 +47,6 @@ def _logits_bwd(head: HeadDot, res: tuple[jax.Array, jax.Array], g: jax.Array):
 _logits.defvjp(_logits_fwd, _logits_bwd)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
-def _round_grad(w: jax.Array, dtype: jnp.dtype) -> jax.Array:
-    """Identity whose cotangent is rounded to `dtype` (what autodiff of a cast to it does)."""
-    return w
-
-
-def _round_grad_fwd(w: jax.Array, dtype: jnp.dtype):
-    return w, jnp.zeros((), w.dtype)
-
-
-def _round_grad_bwd(dtype: jnp.dtype, res: jax.Array, g: jax.Array):
-    return (g.astype(dtype).astype(res.dtype),)
-
-
-_round_grad.defvjp(_round_grad_fwd, _round_grad_bwd)
-
-
 def chunked_token_logprobs_and_entropy(
     hidden_BTD: jax.Array,
     head_weight: jax.Array,
@@ -95,7 +78,7 @@ def chunked_token_logprobs_and_entropy(
     y_BP = jnp.pad(tokens_BT[:, 1:], ((0, 0), (0, pad)))
     x_NBCD = x_BPD.reshape(b, n, c, d).transpose(1, 0, 2, 3)
     y_NBC = y_BP.reshape(b, n, c).transpose(1, 0, 2)
-    w = _round_grad(head_weight, head.dtype)  # the weight gradient is rounded once, at the end
+    w = head_weight  # its gradient: float32 partial sums over chunks (never rounded)
 
     # remat: the backward recomputes a chunk's logits (prevent_cse is not needed inside scan)
     @functools.partial(jax.checkpoint, prevent_cse=False)

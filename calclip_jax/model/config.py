@@ -50,7 +50,7 @@ class ModelConfig:
 
     @classmethod
     def preset(cls, name: str) -> ModelConfig:
-        """Named sizes: tiny (CPU tests), small, llama3_8b, qwen2_7b, qwen3_8b."""
+        """Named sizes: tiny (CPU tests), small, llama3_1b, llama3_8b, qwen2_7b, qwen3_8b."""
         if name not in _PRESETS:
             raise ValueError(f"unknown model preset {name!r}; allowed: {sorted(_PRESETS)}")
         return cls(**_PRESETS[name])
@@ -86,6 +86,18 @@ _PRESETS: dict[str, dict[str, Any]] = {
         n_kv_heads=2,
         head_dim=32,
         d_ff=384,
+    ),
+    "llama3_1b": dict(  # the shapes of Llama-3.2-1B (1.24B parameters)
+        vocab_size=128256,
+        d_model=2048,
+        n_layers=16,
+        n_heads=32,
+        n_kv_heads=8,
+        head_dim=64,
+        d_ff=8192,
+        rope_theta=500000.0,
+        norm_eps=1e-5,
+        tie_embeddings=True,
     ),
     "llama3_8b": dict(
         vocab_size=128256,

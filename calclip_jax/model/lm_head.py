@@ -35,30 +35,37 @@ def lm_head_weight(config: ModelConfig, params: Any) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class HeadDot:
-    """A non-FP8 lm_head as one float32 `dot_general` of x [..., D] and the `lm_head_weight`, both
-    operands cast to `dtype` (the ops of `recipe_dot_general`)."""
+    """A non-FP8 lm_head as float32 `dot_general`s of x [..., D] and the `lm_head_weight`, the
+    GEMMs of `fp8_dot_general` at this precision: operands (and, backward, the logits' cotangent)
+    cast to `dtype`, float32 accumulation."""
 
     tied: bool
     dtype: Any  # jnp.bfloat16 or jnp.float32
     precision: lax.Precision | None
 
-    def _dot(self, x: jax.Array, w: jax.Array) -> jax.Array:
-        dims = (((x.ndim - 1,), (1 if self.tied else 0,)), ((), ()))
-        return lax.dot_general(
-            x, w, dims, precision=self.precision, preferred_element_type=jnp.float32
-        )
+    def _d_axis(self) -> int:
+        return 1 if self.tied else 0  # the weight's D axis
 
     def __call__(self, x: jax.Array, w: jax.Array) -> jax.Array:
         """float32 logits [..., V]."""
-        return self._dot(x.astype(self.dtype), w.astype(self.dtype))
+        dims = (((x.ndim - 1,), (self._d_axis(),)), ((), ()))
+        return self._dot(x.astype(self.dtype), w.astype(self.dtype), dims)
+
+    def _dot(self, a: jax.Array, b: jax.Array, dims: Any) -> jax.Array:
+        return lax.dot_general(
+            a, b, dims, precision=self.precision, preferred_element_type=jnp.float32
+        )
 
     def vjp(self, x: jax.Array, w: jax.Array, g: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(dx, dw) of `self(x, w)` for the logits' cotangent g: dx as autodiff gives it, dw
-        float32 *before* autodiff's rounding to `dtype` (so partial sums can add in float32)."""
-        w_op = w.astype(self.dtype)
-        dx = jax.vjp(lambda x_: self._dot(x_.astype(self.dtype), w_op), x)[1](g)[0]
-        dw = jax.vjp(lambda w_: self._dot(x.astype(self.dtype), w_), w)[1](g)[0]
-        return dx, dw
+        """(dx, dw) of `self(x, w)` for the logits' cotangent g, both float32."""
+        x_op, w_op, g_op = x.astype(self.dtype), w.astype(self.dtype), g.astype(self.dtype)
+        lead = tuple(range(x.ndim - 1))
+        dx = self._dot(g_op, w_op, (((g.ndim - 1,), (1 - self._d_axis(),)), ((), ())))
+        if self.tied:  # w [V, D]
+            dw = self._dot(g_op, x_op, ((lead, lead), ((), ())))
+        else:  # w [D, V]
+            dw = self._dot(x_op, g_op, ((lead, lead), ((), ())))
+        return dx.astype(x.dtype), dw.astype(w.dtype)
 
 
 def lm_head_dot(config: ModelConfig, recipe: PrecisionRecipe) -> HeadDot:

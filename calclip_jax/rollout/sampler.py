@@ -97,9 +97,8 @@ def _sample_jit(
     top_p,
     use_cache,
 ):
-    params, run_recipe = sync_weights(params, recipe)
-    model = Transformer(config, run_recipe)
-    variables = {"params": params} | ({} if fp8_meta is None else {"fp8_meta": fp8_meta})
+    model = Transformer(config, recipe)
+    variables = sync_weights(params, recipe) | ({} if fp8_meta is None else {"fp8_meta": fp8_meta})
     apply = functools.partial(model.apply, variables)
     b, p = prompt_BP.shape
     g, n = num_samples, max_new_tokens
@@ -111,7 +110,7 @@ def _sample_jit(
     first_pos_B = rep(jnp.sum(pmask_BP, axis=1))
 
     if use_cache:
-        cache = init_cache(config, run_recipe.kv_cache, b, total)
+        cache = init_cache(config, recipe.kv_cache, b, total)
         logits_BPV, cache = apply(prompt_BP, positions_from_mask(pmask_BP), pmask_BP, cache, 0)
         cache = jax.tree.map(rep, cache)
         last_BV = rep(logits_BPV[:, -1])

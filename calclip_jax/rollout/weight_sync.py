@@ -1,12 +1,12 @@
-"""Weight sync: the sampler quantizes the trainer's master weights once per rollout call.
+"""Weight sync: the sampler converts the trainer's master weights once per rollout call.
 
-Dense kernels are converted to what the rollout recipe's matmuls would use, so the decode loop
-does not re-quantize them at every step:
-- bf16 weights: kernels cast to bfloat16 (the bf16 matmul path casts them anyway);
-- FP8 weights with FP8 activations, current scaling (tensor/channel/block/mx): kernels replaced
-  by their quantize-dequantized values (`quantize_operand`, the same grouping along the
-  contraction axis the FP8 dot uses, so the values are bit-identical), and the returned recipe
-  marks weights "fp32" so they pass through unchanged;
+Dense kernels become what the rollout recipe's matmuls use, so the decode loop does not convert
+or quantize them at every step:
+- bf16 weights: kernels cast to bfloat16 (the bf16 GEMM casts them anyway);
+- FP8 weights with FP8 activations, current scaling (tensor/channel/block/mx): kernels moved out
+  of "params" into the ``PREQUANTIZED`` collection as their forward GEMM operands (float8 values
+  and scales, ``prequantize_kernel``: the same quantization the trainer's forward applies, so the
+  decode runs the same float8 GEMMs on the same values);
 - otherwise (fp32, delayed weight scaling, FP8 weights with non-FP8 activations): unchanged; the
   matmuls quantize in the loop.
 The lm_head kernel (or tied embedding) follows `recipe.lm_head` and is left to the matmul.
@@ -14,24 +14,17 @@ The lm_head kernel (or tied embedding) follows `recipe.lm_head` and is left to t
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-import jax
 import jax.numpy as jnp
+from flax import traverse_util
 
-from calclip_jax.fp8 import (
-    PrecisionRecipe,
-    QuantizedArray,
-    TensorPrecision,
-    dequantize,
-    quantize_operand,
-)
+from calclip_jax.fp8 import PrecisionRecipe
+from calclip_jax.fp8.prequantized import PREQUANTIZED, prequantize_kernel
 
 
-def _is_dense_kernel(path: tuple[Any, ...]) -> bool:
-    keys = [str(getattr(k, "key", k)) for k in path]
-    return keys[-1] == "kernel" and "lm_head" not in keys
+def _is_dense_kernel(path: tuple[str, ...]) -> bool:
+    return path[-1] == "kernel" and "lm_head" not in path
 
 
 def presyncable(recipe: PrecisionRecipe) -> bool:
@@ -40,23 +33,19 @@ def presyncable(recipe: PrecisionRecipe) -> bool:
     return w.is_fp8 and not w.is_delayed and recipe.activations.is_fp8
 
 
-def _fake_quant_kernel(kernel_IO: jax.Array, prec: TensorPrecision) -> jax.Array:
-    q = quantize_operand(kernel_IO, prec, (0,), "weights")
-    return dequantize(q) if isinstance(q, QuantizedArray) else q.astype(jnp.float32)
-
-
-def sync_weights(params: Any, recipe: PrecisionRecipe) -> tuple[Any, PrecisionRecipe]:
-    """(rollout params, rollout recipe) computing the same function as (params, recipe)."""
+def sync_weights(params: Any, recipe: PrecisionRecipe) -> dict[str, Any]:
+    """The rollout's model variables ({"params": ...}, plus ``PREQUANTIZED`` for FP8 weights)
+    computing the same function under ``recipe`` as ``{"params": params}``."""
     w = recipe.weights
+    if w.dtype != "bf16" and not presyncable(recipe):
+        return {"params": params}
+    flat = traverse_util.flatten_dict(params)
     if w.dtype == "bf16":
-        convert = lambda x: x.astype(jnp.bfloat16)
-        new_recipe = recipe
-    elif presyncable(recipe):
-        convert = lambda x: _fake_quant_kernel(x, w)
-        new_recipe = dataclasses.replace(recipe, weights=TensorPrecision("fp32"))
-    else:
-        return params, recipe
-    params = jax.tree_util.tree_map_with_path(
-        lambda path, x: convert(x) if _is_dense_kernel(path) else x, params
-    )
-    return params, new_recipe
+        cast = {k: v.astype(jnp.bfloat16) if _is_dense_kernel(k) else v for k, v in flat.items()}
+        return {"params": traverse_util.unflatten_dict(cast)}
+    kept = {k: v for k, v in flat.items() if not _is_dense_kernel(k)}
+    quantized = {k: prequantize_kernel(v, w) for k, v in flat.items() if _is_dense_kernel(k)}
+    return {
+        "params": traverse_util.unflatten_dict(kept),
+        PREQUANTIZED: traverse_util.unflatten_dict(quantized),
+    }

@@ -60,12 +60,14 @@ def _check(x, w, c, gran, jit=True):
     ew = _err(w.T, "e4m3", gran, wb).T
     y0 = x.astype(np.float64) @ w
     assert np.all(np.abs(y - y0) <= _matmul_bound(x, w, ex, ew))
-    # dX = g W^T (contract over N), dW = X^T g (contract over M); W, X reused from the forward.
-    gran_g = gran
-    eg_rows = _err(c, "e5m2", gran_g, ab)  # groups along N
-    eg_cols = _err(c.T, "e5m2", gran_g, ab).T  # groups along M
-    assert np.all(np.abs(gx - c @ w.T) <= _matmul_bound(c, w.T, eg_rows, ew.T))
-    assert np.all(np.abs(gw - x.T @ c) <= _matmul_bound(x.T, c, ex.T, eg_cols))
+    # dX = g W^T (contract over N), dW = X^T g (contract over M): every operand grouped along
+    # the contraction of its own GEMM (W along N, X along the tokens M).
+    eg_rows = _err(c, "e5m2", gran, ab)  # groups along N
+    eg_cols = _err(c.T, "e5m2", gran, ab).T  # groups along M
+    ew_rows = _err(w, "e4m3", gran, wb)  # W [K, N] grouped along N
+    ex_cols = _err(x.T, "e4m3", gran, ab).T  # X [M, K] grouped along M
+    assert np.all(np.abs(gx - c @ w.T) <= _matmul_bound(c, w.T, eg_rows, ew_rows.T))
+    assert np.all(np.abs(gw - x.T @ c) <= _matmul_bound(x.T, c, ex_cols.T, eg_cols))
     assert np.max(np.abs(y - y0)) > 0  # really quantized
     return y, gx, gw
 

@@ -14,7 +14,7 @@ from calclip_jax.model import ModelConfig, param_shardings, param_specs, token_l
 
 
 def test_config_presets_roundtrip_and_errors():
-    for name in ("tiny", "small", "llama3_8b", "qwen2_7b", "qwen3_8b"):
+    for name in ("tiny", "small", "llama3_1b", "llama3_8b", "qwen2_7b", "qwen3_8b"):
         cfg = ModelConfig.preset(name)
         assert ModelConfig.from_dict(cfg.to_dict()) == cfg
     assert ModelConfig.preset("qwen3_8b").qk_norm and ModelConfig.preset("qwen2_7b").attention_bias

@@ -9,10 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import traverse_util
 from rollout_testutil import TINY, init_params, prompts
 
 from calclip_jax.fp8 import PrecisionRecipe, TensorPrecision
-from calclip_jax.model import forward_logits, token_logprobs_and_entropy
+from calclip_jax.fp8.prequantized import PREQUANTIZED
+from calclip_jax.model import Transformer, forward_logits, token_logprobs_and_entropy
 from calclip_jax.rollout import filter_logits, sample, sync_weights
 
 B, G, P, N = 2, 3, 5, 6
@@ -91,20 +93,23 @@ def test_greedy_cache_equals_recompute_and_trainer(params, recipe):
 
 
 def test_weight_sync_is_exact():
+    """FP8 kernels become float8 GEMM operands, applied as the trainer's forward applies them."""
     params = init_params(seed=4)
     tokens, mask = prompts(B, P)
-    for preset in ("fp8_tensor", "fp8_block"):
+    positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
+    for preset in ("fp8_tensor", "fp8_channel", "fp8_block", "fp8_mx"):
         pol = PrecisionRecipe.preset(preset)
-        synced, run_pol = sync_weights(params, pol)
-        assert run_pol.weights.dtype == "fp32"
-        k = synced["layers_0"]["mlp"]["up_proj"]["kernel"]
-        assert len(np.unique(np.asarray(k))) < k.size  # snapped to an FP8 grid
-        np.testing.assert_allclose(
-            FWD(TINY, synced, tokens, run_pol, mask),
+        synced = sync_weights(params, pol)
+        up = synced[PREQUANTIZED]["layers_0"]["mlp"]["up_proj"]["kernel"]
+        assert up.values.dtype == jnp.float8_e4m3fn
+        kept = traverse_util.flatten_dict(synced["params"])
+        assert not [k for k in kept if k[-1] == "kernel"]  # every dense kernel moved
+        apply = jax.jit(Transformer(TINY, pol).apply)
+        np.testing.assert_array_equal(
+            apply(synced, tokens, positions, mask)[0],
             FWD(TINY, params, tokens, pol, mask),
-            atol=1e-5,
         )
-    synced, _ = sync_weights(params, PrecisionRecipe.preset("bf16"))
+    synced = sync_weights(params, PrecisionRecipe.preset("bf16"))["params"]
     assert synced["layers_0"]["attn"]["q_proj"]["kernel"].dtype == jnp.bfloat16
     assert synced["embed"]["embedding"].dtype == jnp.float32
 

@@ -57,8 +57,10 @@ def rollout_batch(
     }
 
 
-def make_setup(recipe: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwargs):
-    """(update_cfg, tx, state) for the tiny model."""
+def make_setup(
+    recipe: str = "bf16", seed: int = 0, lr: float = 1e-2, model: ModelConfig = TINY, **step_kwargs
+):
+    """(update_cfg, tx, state) for the tiny model (or ``model``)."""
     fields = {
         "rl": get_preset("grpo"),
         "calibration": CalibrationConfig(),
@@ -68,14 +70,21 @@ def make_setup(recipe: str = "bf16", seed: int = 0, lr: float = 1e-2, **step_kwa
     update_cfg = UpdateConfig(recipe=PrecisionRecipe.preset(recipe), **{**fields, **step_kwargs})
     import jax
 
-    params, meta = init_variables(TINY, update_cfg.recipe, jax.random.key(seed))
+    params, meta = init_variables(model, update_cfg.recipe, jax.random.key(seed))
     tx = make_optimizer(TrainConfig(learning_rate=lr))
     state = create_train_state(params, meta, tx, update_cfg.rl.clip_bounds)
     return update_cfg, tx, state
 
 
-def prepared(update_cfg, state, seed: int = 0, batch: int = 8, calibrate: bool = True) -> dict:
+def prepared(
+    update_cfg,
+    state,
+    seed: int = 0,
+    batch: int = 8,
+    calibrate: bool = True,
+    model: ModelConfig = TINY,
+) -> dict:
     """The whole synthetic batch as one minibatch, with old log-probs at `state` (theta_old)."""
-    updater = PPOUpdater(TINY, update_cfg, None, num_minibatches=1, ref_params=state.params)
+    updater = PPOUpdater(model, update_cfg, None, num_minibatches=1, ref_params=state.params)
     rollout = rollout_batch(batch=batch, seed=seed)
     return updater.prepare(state, rollout, [np.arange(batch)], calibrate)[0]
