@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 
 import jax
-import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
 from calclip_jax.config import build_run_spec
-from calclip_jax.data import Example, Task, load_split
-from calclip_jax.train.evaluate import decode_responses, generate, max_prompt_len
+from calclip_jax.data import load_split
+from calclip_jax.train.evaluate import max_prompt_len, pass_rate
 from calclip_jax.train.sft import starting_params, warm_start
 from calclip_jax.train.state import init_variables
 
@@ -30,21 +29,6 @@ _SAMPLES = flags.DEFINE_integer("samples", 4, "Sampled responses per prompt (0: 
 _WARM = flags.DEFINE_bool("warm_start", False, "Score the params after the config's SFT.")
 _SHOW = flags.DEFINE_integer("show", 4, "Prompt / response pairs printed per mode.")
 _JSON = flags.DEFINE_string("json", None, "Append the numbers as a JSON line to this file.")
-
-
-def score(task: Task, examples: list[Example], texts: list[str], finished: list[bool]) -> dict:
-    """Accuracy, finished share, bare-answer share (the response is exactly the reference) and
-    garbled share of the responses to `examples`."""
-    s = task.verify_batch(examples, texts, finished)
-    rows = zip(examples, texts, finished, strict=True)
-    bare = [text.strip() == ex.answer and done for ex, text, done in rows]
-    return {
-        "accuracy": float(s["correct"].mean()),
-        "finished": float(np.mean(finished)),
-        "bare_answer": float(np.mean(bare)),
-        "garbled": float(s["garbled"].mean()),
-        "n": len(texts),
-    }
 
 
 def main(argv: list[str]) -> None:
@@ -69,15 +53,11 @@ def main(argv: list[str]) -> None:
         "max_new_tokens": run.rollout.max_new_tokens,
     }
     for mode, temperature, num_samples in modes:
-        batch = generate(
-            params, spec.model, spec.rollout_recipe, spec.tokenizer, test, prompt_len,
-            jax.random.key(run.seed), num_samples=num_samples,
-            max_new_tokens=run.rollout.max_new_tokens, temperature=temperature, fp8_meta=meta,
+        r, examples, texts, finished = pass_rate(
+            params, spec, test, prompt_len, jax.random.key(run.seed), num_samples=num_samples,
+            temperature=temperature, fp8_meta=meta,
         )  # fmt: skip
-        texts, finished = decode_responses(spec.tokenizer, batch, prompt_len)
-        examples = [ex for ex in test for _ in range(num_samples)]
-        record[mode] = score(spec.task, examples, texts, finished)
-        r = record[mode]
+        record[mode] = r
         print(
             f"{spec.task.name} {spec.task.data_knobs()}: {len(test)} prompts x {num_samples}, "
             f"{mode}, {run.rollout.precision}: accuracy {r['accuracy']:.3f}, finished "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -398,10 +399,24 @@ def rebound_chart(arms: dict[str, dict], out: Path) -> None:
     fig.savefig(out, dpi=120)
 
 
-def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -> str:
+def study_arm(run: str) -> str:
+    """The arm a study run belongs to: without `__seed<N>`, its `<phase>_seeds/` folder read as
+    `<phase>/` (the seed-0 run's), so every seed of an arm is one legend entry."""
+    arm = plots.seed_group(run)
+    phase, sep, rest = arm.partition("/")
+    if sep and phase.endswith("_seeds"):
+        base = phase.removesuffix("_seeds")
+        return rest if base == "" else f"{base}/{rest}"
+    return arm
+
+
+def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path | None) -> str:
     """From ratio dumps: share of A<0 tokens below the static lower bound, FP8 vs BF16 shadow on
-    the same tokens, binned by the token's old probability; figure + table."""
+    the same tokens, binned by the token's old probability; table (one row per run) + figure
+    (one colour and legend entry per arm, its seeds' mean; FP8 solid, BF16 shadow dashed),
+    none when `out` is None."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     edges = np.array(PROB_EDGES)
     lines = [
@@ -410,8 +425,8 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -
         + " |",
         "|---|---|---|" + "---|" * (len(edges) - 1),
     ]
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    for i, name in enumerate(n for n in names if n in arms):
+    curves: dict[str, list[tuple[list[float], list[float]]]] = {}
+    for name in (n for n in names if n in arms):
         dumps = load_dumps(arms[name]["dir"])
         if not dumps:
             continue
@@ -428,23 +443,39 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path) -
             fr_fp8.append(f8), fr_ref.append(rf)
             cells.append(f"{_fmt(f8, True)} vs {_fmt(rf, True)} (n={n})")
         lines.append(f"| {name} | {len(dumps)} | {fp8.size} | " + " | ".join(cells) + " |")
-        x = np.arange(len(edges) - 1)
-        ax.plot(x, fr_fp8, marker="o", color=f"C{i}", label=f"{name}: FP8")
-        ax.plot(x, fr_ref, marker="x", ls="--", color=f"C{i}", label=f"{name}: BF16 shadow")
-    ax.set_xticks(
-        np.arange(len(edges) - 1),
-        [f"[{a:.2f},{min(b, 1):.2f})" for a, b in itertools.pairwise(edges)],
-        rotation=20,
-    )
+        curves.setdefault(study_arm(name), []).append((fr_fp8, fr_ref))
+    if out is None:
+        return "\n".join(lines)
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    x = np.arange(len(edges) - 1)
+    colors = plots.arm_colors(list(curves))
+    handles = []
+    for arm, runs in curves.items():
+        with warnings.catch_warnings():  # a bin empty in every seed stays NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            fr_fp8, fr_ref = (
+                np.nanmean(np.array([run[i] for run in runs], dtype=float), axis=0) for i in (0, 1)
+            )
+        label = arm if len(runs) == 1 else f"{arm} ({len(runs)} seeds)"
+        handles += ax.plot(x, fr_fp8, marker="o", color=colors[arm], label=label)
+        ax.plot(x, fr_ref, marker="x", ls="--", color=colors[arm], label="_shadow")
+    styles = [
+        Line2D([], [], color="k", marker="o", label="FP8"),
+        Line2D([], [], color="k", marker="x", ls="--", label="BF16 shadow (same tokens)"),
+    ]
+    ax.set_xticks(x, [f"[{a:.2f},{min(b, 1):.2f})" for a, b in itertools.pairwise(edges)],
+                  rotation=20)  # fmt: skip
     ax.set(
         xlabel="old-policy probability of the token",
         ylabel="share of A<0 tokens with r < 1-eps_low",
         title="Lower-bound clipping by token probability (same tokens)",
     )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(handles=styles + handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              ncol=1 + len(handles) // 30, frameon=False)  # fmt: skip
     fig.tight_layout()
     fig.savefig(out, dpi=120, bbox_inches="tight")
+    plt.close(fig)
     return "\n".join(lines)
 
 
@@ -454,16 +485,15 @@ def main(argv: list[str]) -> None:
     figs = root / "figures"
     os.makedirs(figs, exist_ok=True)
     arms = load_all(root)
-    headline = {
-        n: arms[n]["dir"]
-        for n in (
-            "bf16",
-            "fp8_block_tis",
-            "fp8_block_tis_calib",
-            "fp8_tensor_tis",
-            "fp8_tensor_tis_calib",
-        )
-        if n in arms
+    headline_arms = (
+        "bf16",
+        "fp8_block_tis",
+        "fp8_block_tis_calib",
+        "fp8_tensor_tis",
+        "fp8_tensor_tis_calib",
+    )
+    headline = {  # seed 0 (granularity phase) and its seeds (seeds phase): a band per arm
+        n: a["dir"] for n, a in arms.items() if plots.seed_group(n) in headline_arms
     }
     plots.plot_curves(
         headline,
@@ -485,8 +515,10 @@ def main(argv: list[str]) -> None:
             save=figs / "boundary.png",
         )
     for phase in OWN_FIGURE_PHASES:
-        stress = {
-            n.split("/", 1)[1]: a["dir"] for n, a in arms.items() if n.startswith(phase + "/")
+        stress = {  # with the phase's seeds (<phase>_seeds/<arm>__seed<N>): a band per arm
+            n.split("/", 1)[1]: a["dir"]
+            for n, a in arms.items()
+            if n.startswith((phase + "/", phase + "_seeds/"))
         }
         if stress:
             plots.plot_curves(
@@ -506,7 +538,7 @@ def main(argv: list[str]) -> None:
     uncalibrated = [n for n in dumped if n.endswith(("_tis", "_tis_e5m2"))]
     searched = [n for n in uncalibrated if n.startswith(SEARCH_PHASES)]
     real = [n for n in dumped if n.startswith(REAL_MODEL_PHASES)]
-    binned = probability_binned(arms, dumped, figs / "clip_by_probability_all.png")
+    binned = probability_binned(arms, dumped, None)  # every arm: a table, too many for a figure
     probability_binned(
         arms,
         [n for n in uncalibrated if n not in searched and n not in real],

@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
         summary = run_experiment(_CONFIG.value, _WORKDIR.value)
     except ConfigError as err:
         sys.exit(f"invalid config: {err}")
-    say(format_summary(summary))
+    say(format_summary(summary, _WORKDIR.value))
 
 
 if __name__ == "__main__":

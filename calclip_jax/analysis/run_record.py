@@ -5,6 +5,7 @@
                                resolved ("clip_bounds": [lower, upper], "rollout_recipe", ...)
       metrics.jsonl            one JSON object per RL step ("step" + metrics), appended
       summary.json             headline numbers; written only when the run finished
+      run_info.json            per start of the process: git commit (+ dirty), package versions
       ratios/step_XXXXXX.npz   ratio dumps (analysis.ratio_dumps)
       samples/step_XXXXXX.txt  sample completions
       checkpoints/  tb/        Orbax checkpoints, TensorBoard events
@@ -29,10 +30,12 @@ from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"
+RUN_INFO_FILE = "run_info.json"
 RATIOS_DIR = "ratios"
 SAMPLES_DIR = "samples"
 CHECKPOINTS_DIR = "checkpoints"
 TB_DIR = "tb"
+FIGURES_DIR = "figures"
 RUN_FILES = (METRICS_FILE, CONFIG_FILE, SUMMARY_FILE)  # any of them makes a folder a run
 RESOLVED = "resolved"  # config.json section of values the run resolved
 
@@ -139,6 +142,27 @@ def is_finished(workdir: str | Path) -> bool:
 def is_run_dir(path: str | Path) -> bool:
     """Whether `path` holds any run file."""
     return any((Path(path) / f).exists() for f in RUN_FILES)
+
+
+def load_run_info(workdir: str | Path) -> dict[str, Any] | None:
+    """run_info.json ({"starts": [one record per process start]}), or None."""
+    return _load_json(Path(workdir) / RUN_INFO_FILE)
+
+
+def output_paths(workdir: str | Path) -> dict[str, Path]:
+    """What a reader looks at, by kind, for the outputs present in `workdir`."""
+    root = Path(workdir)
+    named = {
+        "workdir": root,
+        "metrics": root / METRICS_FILE,
+        "summary": root / SUMMARY_FILE,
+        "tensorboard": root / TB_DIR,
+        "samples": root / SAMPLES_DIR,
+        "ratio dumps": root / RATIOS_DIR,
+        "checkpoints": root / CHECKPOINTS_DIR,
+        "figures": root / FIGURES_DIR,
+    }
+    return {kind: path for kind, path in named.items() if path.exists()}
 
 
 def find_arms(sweep_dir: str | Path) -> dict[str, Path]:

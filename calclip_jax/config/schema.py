@@ -150,6 +150,7 @@ class LogConfig:
     checkpoint_every: int = 10  # RL steps between orbax checkpoints
     ratios_every: int | None = 10  # RL steps between ratio dumps (ratios/step_*.npz); None = never
     quiet: bool = False  # no progress bar (CI)
+    wandb_project: str | None = None  # Weights & Biases project (needs wandb); None = off
     surge_factor: float = SURGE_FACTOR  # entropy surge: smoothed entropy > factor x running min
     surge_warmup: int = SURGE_WARMUP  # RL steps before a surge can be flagged
     surge_window: int = SURGE_WINDOW  # trailing-mean window of the entropy (1 = raw)

@@ -8,7 +8,9 @@ name the builder config (`Task.config_name()`), so data lands in
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
@@ -19,6 +21,18 @@ import tensorflow_datasets as tfds
 from calclip_jax.data.example import Example
 from calclip_jax.data.task import SPLITS, Task
 from calclip_jax.filelock import file_lock
+
+CUSTOM_CONFIG_NOTICE = "Using custom data configuration"  # tfds: every config is ours
+
+
+class _DropCustomConfigNotice(logging.Filter):
+    """Drops tfds's per-builder "Using custom data configuration" warning, nothing else."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(CUSTOM_CONFIG_NOTICE)
+
+
+logging.getLogger("absl").addFilter(_DropCustomConfigNotice())
 
 
 class TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -50,6 +64,12 @@ class TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
             ),
             disable_shuffling=True,
         )
+
+    def _log_download_bytes(self) -> None:
+        """Silent: tfds prints "Downloading and preparing dataset", yet nothing is downloaded."""
+
+    def _log_download_done(self) -> None:
+        """Silent: tfds prints "downloaded and prepared" (the data is generated locally)."""
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict[str, Any]:
         del dl_manager  # everything is generated locally
@@ -94,6 +114,18 @@ class ExampleSource(Sequence[Example]):
         return Example.from_record(self._source[index % len(self)])
 
 
+@contextlib.contextmanager
+def _no_tfds_progress_bars() -> Iterator[None]:
+    """tfds's "Generating splits" / "Shuffling" bars off (a split takes well under a second)."""
+    tqdm_utils = tfds.core.utils.tqdm_utils
+    was_on = getattr(tqdm_utils, "_active", True)
+    tfds.display_progress_bar(False)
+    try:
+        yield
+    finally:
+        tfds.display_progress_bar(was_on)
+
+
 def load_split(
     task: Task, split: str, data_dir: str | os.PathLike[str], *, prepare: bool = True
 ) -> ExampleSource:
@@ -101,7 +133,8 @@ def load_split(
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if prepare:  # one process builds; concurrent runs (parallel sweep arms) wait, then read
-        with file_lock(os.path.join(os.fspath(data_dir), f".{task.name}.lock")):
+        lock = os.path.join(os.fspath(data_dir), f".{task.name}.lock")
+        with file_lock(lock), _no_tfds_progress_bars():
             builder_for(task, data_dir).download_and_prepare()
     # a builder made now sees the prepared dataset (one made before the wait would not)
     return ExampleSource(builder_for(task, data_dir).as_data_source(split=split))

@@ -24,6 +24,9 @@ class Checkpointer:
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
 
+    def all_steps(self) -> list[int]:
+        return sorted(self._manager.all_steps())
+
     def save(self, step: int, state: Any) -> None:
         self._manager.save(step, args=ocp.args.StandardSave(state))
 
@@ -31,6 +34,13 @@ class Checkpointer:
         """Restores `step` into the structure, shapes, dtypes and shardings of `like`."""
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+
+    def restore_fields(self, step: int, like: dict[str, Any]) -> dict[str, Any]:
+        """Only the train-state fields named in `like` (e.g. {"params": abstract params}), in
+        their structure, shapes, dtypes and shardings: no optimizer state is read."""
+        restore_args = ocp.checkpoint_utils.construct_restore_args(like)
+        args = ocp.args.PyTreeRestore(item=like, restore_args=restore_args, partial_restore=True)
+        return self._manager.restore(step, args=args)
 
     def wait(self) -> None:
         self._manager.wait_until_finished()

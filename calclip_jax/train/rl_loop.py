@@ -34,17 +34,20 @@ from calclip_jax.config import RunConfig, RunSpec, build_run_spec, resolved_reco
 from calclip_jax.data import SPLITS, Example, load_split
 from calclip_jax.train.checkpoints import Checkpointer
 from calclip_jax.train.collect import Collector, run_collector
+from calclip_jax.train.compile_clock import compile_seconds, timed
 from calclip_jax.train.evaluate import greedy_eval
 from calclip_jax.train.mesh import make_mesh
 from calclip_jax.train.multihost import is_leader, leader_first, sync
 from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater, minibatch_keys
+from calclip_jax.train.run_info import record_start
 from calclip_jax.train.run_logger import RunLogger
 from calclip_jax.train.run_summary import summarize
 from calclip_jax.train.sft import warm_start
 from calclip_jax.train.sharded import jit_update_step, shard_state
 from calclip_jax.train.state import TrainState, create_train_state, init_variables
 from calclip_jax.train.update_step import make_update_step
+from calclip_jax.train.wandb_sink import WandbSink, require_wandb
 
 PLAN_STREAM = 1_000_003  # minibatch order of RL step s: default_rng([seed, s, PLAN_STREAM])
 
@@ -113,8 +116,16 @@ def setup(
         test=list(test[: run.eval.num_prompts]),
         prompt_len=collector.prompt_len,
         checkpointer=Checkpointer(workdir),
-        logger=RunLogger(workdir, active=is_leader()),
+        logger=RunLogger(workdir, active=is_leader(), wandb=open_wandb(spec, workdir)),
     )
+
+
+def open_wandb(spec: RunSpec, workdir: str) -> WandbSink | None:
+    """The W&B run of `log.wandb_project` (leader only), else None."""
+    project = spec.config.log.wandb_project
+    if project is None or not is_leader():
+        return None
+    return WandbSink(project, workdir, {**spec.config.to_dict(), "resolved": resolved_record(spec)})
 
 
 def evaluate(parts: RLParts) -> dict[str, float]:
@@ -182,11 +193,15 @@ def rl_loop(parts: RLParts, log: Callable[[str], None], progress: bool) -> None:
 
         bar = tqdm(total=run.train.steps, initial=start, desc="rl", dynamic_ncols=True)
     for step in range(start + 1, run.train.steps + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), compile_seconds()
         row = rl_step(parts, step)
         if step % run.eval.every == 0 or step in (1, run.train.steps):
             row.update(evaluate(parts))
         row["step_time_s"] = time.perf_counter() - t0
+        row["compile_time_s"] = min(compile_seconds() - c0, row["step_time_s"])
+        if step == start + 1:
+            log(f"rl step {step}: {row['step_time_s']:.1f} s, {row['compile_time_s']:.1f} s of it "
+                "compiling")  # fmt: skip
         parts.logger.write(step, row)
         if step % run.log.checkpoint_every == 0 or step == run.train.steps:
             parts.checkpointer.save(step, parts.state)
@@ -222,12 +237,15 @@ def run_experiment(
     """Runs (or resumes, or skips when finished) the experiment; returns its summary."""
     spec = build_run_spec(config)  # validates before anything is compiled
     run = spec.config
+    if run.log.wandb_project is not None:
+        require_wandb()  # before anything is compiled
     os.makedirs(workdir, exist_ok=True)
     if R.is_finished(workdir):
         log(f"{workdir} already holds a finished run ({R.SUMMARY_FILE}); nothing to do")
         return R.load_summary(workdir)
     if is_leader():
         write_config(workdir, config, spec)
+        record_start(workdir)
     t_start = time.perf_counter()
     log(f"task {spec.task.name}; model {spec.model}")
     log(
@@ -236,8 +254,9 @@ def run_experiment(
     )
     with leader_first("tfds_prepare"):  # the leader builds the tfds data once
         splits = {s: load_split(spec.task, s, spec.data_dir) for s in SPLITS}
-    params, sft_report = warm_start(spec, splits, log)
-    log(f"sft warm start: greedy test accuracy {sft_report['accuracy']:.3f}")
+    with timed() as sft_time:
+        params, sft_report = warm_start(spec, splits, log)
+    log(f"sft warm start: greedy test accuracy {sft_report['accuracy']:.3f}; {sft_time.describe()}")
     parts = setup(spec, workdir, params, splits["train"], splits["test"])
     if progress is None:
         progress = not run.log.quiet and is_leader()
@@ -245,15 +264,22 @@ def run_experiment(
     lg = run.log
     rows = R.read_metrics(workdir)
     summary = summarize(rows, lg.surge_factor, lg.surge_warmup, lg.surge_window)
-    summary.update(sft_accuracy=sft_report["accuracy"], wall_time_s=time.perf_counter() - t_start)
+    summary.update(
+        sft_accuracy=sft_report["accuracy"],
+        sft_time_s=sft_time.wall_s,
+        sft_compile_time_s=sft_time.compile_s,
+        wall_time_s=time.perf_counter() - t_start,
+    )
     if is_leader():
         R.save_summary(workdir, summary)
     return summary
 
 
-def format_summary(s: dict) -> str:
-    """A few lines for the terminal."""
+def format_summary(s: dict, workdir: str | None = None) -> str:
+    """A few lines for the terminal; with `workdir`, where its outputs are."""
     fmt = lambda v: "n/a" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+    secs = lambda k: "n/a" if s.get(k) is None else f"{s[k]:.3g}s"
+    where = R.output_paths(workdir) if workdir is not None else {}
     return "\n".join(
         [
             f"steps {s['final_step']}  wall {s['wall_time_s']:.0f}s",
@@ -267,5 +293,9 @@ def format_summary(s: dict) -> str:
             f"{fmt(s['clip_frac_upper_pos_mean'])}",
             "rollout-trainer mismatch k3 "
             + ("n/a" if s["mismatch_k3_mean"] is None else f"{s['mismatch_k3_mean']:.2e}"),
+            f"time: sft {secs('sft_time_s')} ({secs('sft_compile_time_s')} compiling), first rl "
+            f"step {secs('rl_first_step_time_s')}, rl compiling {secs('rl_compile_time_s')}, "
+            f"rl step median {secs('rl_step_time_s_median')} (without compiling)",
+            *(f"{kind + ':':13} {path}" for kind, path in where.items()),
         ]
     )

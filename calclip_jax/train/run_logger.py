@@ -1,6 +1,7 @@
-"""Writes a run's outputs: metrics.jsonl, TensorBoard events, samples, array dumps.
+"""Writes a run's outputs: metrics.jsonl, TensorBoard events (and W&B), samples, array dumps.
 
-The layout and the reader are `calclip_jax.analysis.run_record`'s.
+The layout and the reader are `calclip_jax.analysis.run_record`'s; dashboards get the metrics
+under grouped tags (`metric_groups.tag`), metrics.jsonl the flat keys.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from calclip_jax.analysis import run_record as R
+from calclip_jax.train.metric_groups import tag
+from calclip_jax.train.wandb_sink import WandbSink
 
 
 def _jsonable(value: Any) -> Any:
@@ -25,11 +28,19 @@ class RunLogger:
 
     `truncate_after(step)` drops JSONL lines past a restored checkpoint so a resumed run
     rewrites them (and a torn last line from a killed process). `active=False` makes a logger
-    that writes nothing (every process of a multi-process run but the leader).
+    that writes nothing (every process of a multi-process run but the leader). `wandb`: an open
+    W&B sink that gets the same scalars as TensorBoard.
     """
 
-    def __init__(self, workdir: str, tensorboard: bool = True, active: bool = True) -> None:
+    def __init__(
+        self,
+        workdir: str,
+        tensorboard: bool = True,
+        active: bool = True,
+        wandb: WandbSink | None = None,
+    ) -> None:
         self.workdir, self.active = workdir, active
+        self._wandb = wandb if active else None
         self.path = os.path.join(workdir, R.METRICS_FILE)
         self._tb = None
         if tensorboard and active:
@@ -54,11 +65,17 @@ class RunLogger:
             f.write(R.metrics_line(row))
             f.flush()
             os.fsync(f.fileno())
+        scalars = {
+            tag(k): v
+            for k, v in row.items()
+            if k != "step" and isinstance(v, int | float) and not isinstance(v, bool)
+        }
         if self._tb is not None:
-            for k, v in row.items():
-                if k != "step" and isinstance(v, int | float) and not isinstance(v, bool):
-                    self._tb.add_scalar(k, v, step)
+            for name, v in scalars.items():
+                self._tb.add_scalar(name, v, step)
             self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(step, scalars)
 
     def write_samples(self, step: int, samples: Sequence[tuple[str, str, float]]) -> None:
         if not self.active:
@@ -80,3 +97,5 @@ class RunLogger:
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+        if self._wandb is not None:
+            self._wandb.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from calclip_jax.analysis.stats import final_value, finite_mean, finite_values, last_finite
 from calclip_jax.analysis.summary import MEAN_KEYS
 from calclip_jax.analysis.surge import SURGE_WINDOW, detect_surge
@@ -15,7 +17,8 @@ def summarize(
     """Headline numbers of a finished run from its metrics rows (`run_record.read_metrics`).
 
     `*_final`: `stats.final_value` (mean over the last FINAL_STEPS steps); `*_mean`: over all
-    steps that logged the metric; eval accuracy and entropy: first / last logged value.
+    steps that logged the metric; eval accuracy and entropy: first / last logged value; times:
+    `step_timing`.
     """
     column = lambda key: [r.get(key) for r in rows]
     evals, ent = finite_values(column("eval_accuracy")), finite_values(column("entropy"))
@@ -36,4 +39,18 @@ def summarize(
         "entropy_surge_step": surge,
         **{f"{name}_mean": finite_mean(column(name)) for name in MEAN_KEYS},
         "garbled_frac_final": final_value(column("garbled_frac")),
+        **step_timing(rows),
+    }
+
+
+def step_timing(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Compile time apart from step time: the first RL step's wall time, the compile seconds of
+    all steps (a resumed run compiles again) and the median step time without compiling."""
+    wall = [r.get("step_time_s") for r in rows]
+    compiling = [r.get("compile_time_s") or 0.0 for r in rows]
+    net = [w - c for w, c in zip(wall, compiling, strict=True) if w is not None]
+    return {
+        "rl_first_step_time_s": wall[0] if rows else None,
+        "rl_compile_time_s": float(sum(compiling)),
+        "rl_step_time_s_median": float(np.median(net)) if net else None,
     }

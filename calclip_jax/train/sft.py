@@ -33,7 +33,8 @@ from calclip_jax.model import (
     token_logprobs_and_entropy,
 )
 from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
-from calclip_jax.train.multihost import leader_first
+from calclip_jax.train.multihost import is_leader, leader_first
+from calclip_jax.train.progress import Progress
 from calclip_jax.train.state import init_variables
 
 
@@ -90,14 +91,17 @@ def run_sft(
     seed: int,
     evaluate: Callable[[Any], dict[str, float]],
     log: Callable[[str], None] = print,
+    progress: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
-    """Trains until greedy accuracy >= target or `cfg.updates` updates; returns (params, report)."""
+    """Trains until greedy accuracy >= target or `cfg.updates` updates; returns (params, report).
+    `progress`: a bar (or periodic lines off a terminal) over the updates."""
     tx = optax.adamw(optax.cosine_decay_schedule(cfg.learning_rate, max(cfg.updates, 1)))
     opt_state = tx.init(params)
     step = make_sft_step(model_config, tx)
     rng = np.random.default_rng(seed)
     seq_len = max(len(tokenizer.encode(_demonstration(tokenizer, ex))) for ex in train) + 2
     report: dict[str, Any] = {"updates": 0, "accuracy": 0.0, "loss": float("nan")}
+    bar = Progress(cfg.updates, "sft", enabled=progress, log=log)
     for i in range(1, cfg.updates + 1):
         idx = rng.integers(0, len(train), size=cfg.batch_size)
         batch = encode_sft_batch(
@@ -109,12 +113,15 @@ def run_sft(
         params, opt_state, loss = step(
             params, opt_state, batch.tokens_BT, batch.attn_mask_BT, batch.loss_mask_BT
         )
+        bar.update(1)  # no loss here: reading it would wait for the device every update
         if i % cfg.eval_every == 0 or i == cfg.updates:
             acc = evaluate(params)["accuracy"]
             report = {"updates": i, "accuracy": acc, "loss": float(loss)}
+            bar.update(0, loss=f"{float(loss):.3f}", accuracy=f"{acc:.3f}")
             log(f"sft update {i}: loss {float(loss):.3f}, greedy test accuracy {acc:.3f}")
             if acc >= cfg.target_accuracy:
                 break
+    bar.close()
     return params, report
 
 
@@ -216,6 +223,7 @@ def warm_start(
             run.seed,
             evaluate,
             log=log,
+            progress=not run.log.quiet and is_leader(),
         )
 
     return cached_sft(spec.cache_dir, key, params, train_fn, log=log)

@@ -16,7 +16,7 @@ from calclip_jax.analysis.run_record import read_metrics
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-TIMING = ("step_time_s", "rollout_time_s", "train_time_s")
+TIMING = ("step_time_s", "rollout_time_s", "train_time_s", "compile_time_s")
 STEPS = 10  # checkpoints every 2 steps: the kill lands with most of the run still to go
 
 

@@ -121,15 +121,26 @@ def copy_run(src: Path, dst: Path, *, metrics_lines: int | None = None) -> None:
         (dst / "metrics.jsonl").write_text(kept)
 
 
-def test_notebooks_committed_clean():
+MAX_NOTEBOOK_BYTES = 600_000  # committed with outputs (notebooks/commit_outputs.py): small
+MAX_IMAGE_BYTES = 300_000  # one base64 PNG
+
+
+def test_notebooks_committed_with_small_outputs():
     for name in NAMES:
-        nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+        path = NOTEBOOK_DIR / f"{name}.ipynb"
+        nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
         assert nb.metadata["kernelspec"]["name"] == "python3"
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert "CALCLIP_RESULTS" in code[0].source, f"{name}: first cell must pick the directory"
-        for cell in code:
-            assert not cell.outputs and cell.execution_count is None, f"{name}: clear outputs"
+        assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), name
+        outputs = [out for c in code for out in c.outputs]
+        assert not [o for o in outputs if o.output_type == "error"], f"{name}: an error stored"
+        images = [o.data["image/png"] for o in outputs if "image/png" in o.get("data", {})]
+        assert images, f"{name}: figures not stored"
+        assert max(len(i) for i in images) <= MAX_IMAGE_BYTES, f"{name}: downscale its images"
+        assert path.stat().st_size <= MAX_NOTEBOOK_BYTES, name
+        assert str(REPO) not in path.read_text(), f"{name}: a machine's path in the outputs"
 
 
 @pytest.mark.parametrize("name", NAMES)
