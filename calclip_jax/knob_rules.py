@@ -8,6 +8,7 @@ config parser can name the dotted key ("train.learning_rate must be ..."). A kno
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ def _require(section: Any, names: tuple[str, ...], rule: str, ok: Callable[[floa
         value = getattr(section, name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"{name} must be a number {rule}, got {value!r}")
         if not math.isfinite(value):
             raise ValueError(f"{name} must be finite and {rule}, got {value!r}")
