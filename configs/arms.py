@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ml_collections import ConfigDict
 
+from calclip_jax.config.config_dict import ConfigError
 from calclip_jax.fp8.vocabulary import FP8_PRESETS
 
 # The <s> of the FP8 precision presets fp8_<s> (tensor, delayed, channel, block, mx): the arms
@@ -49,5 +50,5 @@ def apply_arm(config: ConfigDict, arm: str | None) -> ConfigDict:
     if not arm:
         return config
     if arm not in ARMS:
-        raise ValueError(f"unknown arm {arm!r}; allowed: {sorted(ARMS)}")
+        raise ConfigError(f"unknown arm {arm!r}; allowed: {sorted(ARMS)}")
     return apply_overrides(config, ARMS[arm])

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from ml_collections import ConfigDict
 
+from calclip_jax.config.config_dict import ConfigError
 from configs.arms import ARMS, FP8_PRESET_SUFFIXES
 
 STUDY_COMMON = {
@@ -264,7 +265,7 @@ PHASES = {
 
 def get_config(phase: str = "granularity") -> ConfigDict:
     if phase not in PHASES:
-        raise ValueError(f"study phase {phase!r}; allowed: {sorted(PHASES)}")
+        raise ConfigError(f"unknown study phase {phase!r}; allowed: {sorted(PHASES)}")
     c = ConfigDict()
     if phase in REAL_MODEL_PHASES:
         c.base = "configs/smollm2.py"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ml_collections import ConfigDict
 
+from calclip_jax.config.config_dict import ConfigError
 from configs.arms import ARMS, FP8_PRESET_SUFFIXES
 
 TINY_ARMS = ("bf16", "fp8_tensor_tis", "fp8_tensor_tis_calib")
@@ -43,14 +44,16 @@ def arm_overrides(name: str) -> dict:
     return overrides
 
 
+OPTIONS = ("tiny", "dapo", "steps=N", "seeds=N")  # what `:OPTIONS` may hold (comma-separated)
+
+
 def _parse(arg: str) -> dict[str, str]:
     options: dict[str, str] = {}
     for token in filter(None, (t.strip() for t in arg.split(","))):
         key, _, value = token.partition("=")
-        if key not in ("tiny", "dapo", "steps", "seeds"):
-            raise ValueError(
-                f"sweep_granularity: unknown option {token!r}; "
-                "allowed: tiny, dapo, steps=N, seeds=N"
+        if key not in {o.split("=")[0] for o in OPTIONS}:
+            raise ConfigError(
+                f"sweep_granularity: unknown option {token!r}; allowed: {', '.join(OPTIONS)}"
             )
         options[key] = value
     return options

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,6 +79,18 @@ def _fmt(v: float, pct: bool = False) -> str:
     if v is None or not math.isfinite(v):
         return "-"
     return f"{100 * v:.2f}%" if pct else f"{v:.3f}"
+
+
+def check_results(root: Path) -> None:
+    """ValueError when `root` is no folder or holds no run under a phase folder: the report would
+    be empty tables and blank figures."""
+    if not root.is_dir():
+        raise ValueError(f"--results={root}: no such folder")
+    if not any(R.find_arms(root / phase) for phase in PHASES):
+        raise ValueError(
+            f"--results={root}: no runs in any phase folder; expected <results>/<phase>/<arm>/ "
+            f"with phases {', '.join(PHASES)}"
+        )
 
 
 def load_all(root: Path) -> dict[str, dict]:
@@ -482,6 +495,10 @@ def probability_binned(arms: dict[str, dict], names: Sequence[str], out: Path | 
 def main(argv: list[str]) -> None:
     del argv
     root = Path(_RESULTS.value)
+    try:
+        check_results(root)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
     figs = root / "figures"
     os.makedirs(figs, exist_ok=True)
     arms = load_all(root)

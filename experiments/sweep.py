@@ -27,15 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from absl import app, flags
-from ml_collections import ConfigDict, config_flags
+from ml_collections import ConfigDict
 
 from calclip_jax.analysis import summary as summary_lib
 from calclip_jax.analysis.run_record import is_finished
+from calclip_jax.config import ConfigError
+from experiments import config_cli, config_help
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config",
-    None,
-    "Sweep config file (get_config(arg) -> base, arms, seeds, common).",
+_CONFIG = config_cli.define_config_flag(
+    "Sweep config file[:arg] (get_config(arg) -> base, arms, seeds, common); see above.",
     lock_config=False,
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep directory; one subdirectory per arm.")
@@ -76,13 +76,13 @@ def expand_arms(sweep: ConfigDict) -> dict[str, dict[str, Any]]:
     """Arm name -> merged dotted overrides (common < arm < seed), seeds expanded."""
     arms = sweep.get("arms")
     if not arms:
-        raise ValueError("sweep config: `arms` is missing or empty")
+        raise ConfigError("sweep config: `arms` is missing or empty")
     common = flatten_overrides(sweep.get("common") or {})
     seeds = list(sweep.get("seeds") or [])
     expanded: dict[str, dict[str, Any]] = {}
     for name in arms:
         if not name or "/" in name or name.startswith("."):
-            raise ValueError(f"sweep config: bad arm name {name!r}")
+            raise ConfigError(f"sweep config: bad arm name {name!r}")
         overrides = {**common, **flatten_overrides(arms[name])}
         if not seeds:
             expanded[name] = overrides
@@ -98,7 +98,7 @@ def resolve_base(base: str) -> str:
         return base
     if (REPO_ROOT / path).is_file():
         return f"{REPO_ROOT / path}{sep}{arg}"
-    raise FileNotFoundError(f"sweep config: base={base!r} is not a file")
+    raise ConfigError(f"sweep config: base={base!r} is not a file")
 
 
 def format_override(value: Any) -> str:
@@ -165,7 +165,7 @@ def run_sweep(
     only = list(only)
     unknown = sorted(set(only) - set(arms))
     if unknown:
-        raise ValueError(f"--only names unknown arms {unknown}; arms: {list(arms)}")
+        raise ConfigError(f"--only names unknown arms {unknown}; arms: {list(arms)}")
     if only:
         arms = {name: arms[name] for name in arms if name in only}
     base = resolve_base(str(sweep.base))
@@ -227,18 +227,24 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if _CONFIG.value is None or not _WORKDIR.value:
         raise app.UsageError("--config and --workdir are required")
-    results = run_sweep(
-        _CONFIG.value,
-        _WORKDIR.value,
-        parallel=_PARALLEL.value,
-        train_module=_TRAIN_MODULE.value,
-        quiet=_QUIET.value,
-        only=_ONLY.value,
-        dry_run=_DRY_RUN.value,
-    )
+    try:
+        results = run_sweep(
+            _CONFIG.value,
+            _WORKDIR.value,
+            parallel=_PARALLEL.value,
+            train_module=_TRAIN_MODULE.value,
+            quiet=_QUIET.value,
+            only=_ONLY.value,
+            dry_run=_DRY_RUN.value,
+        )
+    except ConfigError as err:
+        sys.exit(f"error: {err}")
     if any(r.status == "failed" for r in results):
         sys.exit(1)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(
+        main,
+        flags_parser=config_cli.flags_parser(help_text=lambda: config_help.catalogue("sweep")),
+    )

@@ -19,13 +19,15 @@ import sys
 
 import jax
 from absl import app, flags, logging
-from ml_collections import config_flags
 
 from calclip_jax.config import ConfigError
 from calclip_jax.train.rl_loop import format_summary, run_experiment, say
+from experiments import config_cli, config_help
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "configs", "default.py")
-_CONFIG = config_flags.DEFINE_config_file("config", _DEFAULT_CONFIG, "Config file[:arm].")
+_CONFIG = config_cli.define_config_flag(
+    "Config file[:arm] (default configs/default.py); see the families and arms above."
+)
 _WORKDIR = flags.DEFINE_string("workdir", "workdirs/default", "Output directory (resumable).")
 _COORDINATOR = flags.DEFINE_string(
     "coordinator_address", "", "host:port of process 0 (multi-process runs); empty: single process."
@@ -41,10 +43,15 @@ def main(argv: list[str]) -> None:
     try:
         summary = run_experiment(_CONFIG.value, _WORKDIR.value)
     except ConfigError as err:
-        sys.exit(f"invalid config: {err}")
+        sys.exit(f"error: invalid config: {err}")
     say(format_summary(summary, _WORKDIR.value))
 
 
 if __name__ == "__main__":
     logging.set_verbosity(logging.WARNING)
-    app.run(main)
+    app.run(
+        main,
+        flags_parser=config_cli.flags_parser(
+            _DEFAULT_CONFIG, help_text=lambda: config_help.catalogue("train")
+        ),
+    )

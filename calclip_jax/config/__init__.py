@@ -1,6 +1,7 @@
 """The run config: one schema (defaults), its ConfigDict form, and the resolved run spec."""
 
 from calclip_jax.config.config_dict import ConfigError, base_config, parse, to_config_dict
+from calclip_jax.config.devices import check_devices
 from calclip_jax.config.schema import (
     EvalConfig,
     LogConfig,
@@ -31,6 +32,7 @@ __all__ = [
     "UpdateConfig",
     "base_config",
     "build_run_spec",
+    "check_devices",
     "parse",
     "resolved_record",
     "to_config_dict",

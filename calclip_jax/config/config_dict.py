@@ -12,7 +12,7 @@ import dataclasses
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ml_collections import ConfigDict, config_dict
@@ -57,6 +57,17 @@ def base_config() -> ConfigDict:
     return c
 
 
+def keyed_error(key: str, err: Exception, knobs: Collection[str]) -> ConfigError:
+    """`err` as a ConfigError naming the dotted key: "<key>.<knob> must ..." when its message
+    starts with a knob of section `key` (a "ClassName." prefix dropped), else "<key>: ..."."""
+    message = str(err)
+    first = re.split(r"[ =(]", message, maxsplit=1)[0]
+    knob = first.rsplit(".", 1)[-1]
+    if knob in knobs:
+        return ConfigError(f"{key}.{knob}{message[len(first) :]}")
+    return ConfigError(f"{key}: {message}")
+
+
 def _build(key: str, cls: type, values: Mapping[str, Any]) -> Any:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
@@ -65,9 +76,7 @@ def _build(key: str, cls: type, values: Mapping[str, Any]) -> Any:
     try:
         return cls(**values)
     except (ValueError, TypeError) as err:
-        first = re.split(r"[ =]", str(err), maxsplit=1)[0]  # "<knob> must ..." names the knob
-        where = f"{key}.{err}" if first in known else f"{key}: {err}"
-        raise ConfigError(where) from err
+        raise keyed_error(key, err, known) from err
 
 
 def parse(config: ConfigDict | Mapping[str, Any]) -> RunConfig:

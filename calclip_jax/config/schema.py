@@ -12,17 +12,12 @@ import dataclasses
 from typing import Any
 
 from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW
+from calclip_jax.knob_rules import above, at_least, one_of, within
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.corrections import CorrectionConfig
 
 SCHEDULES = ("constant", "cosine", "linear")
-
-
-def _at_least(section: Any, minimum: int, *names: str) -> None:
-    for name in names:
-        value = getattr(section, name)
-        if value is not None and value < minimum:
-            raise ValueError(f"{name} must be >= {minimum}, got {value}")
+MAX_SEED = 2**32 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +58,10 @@ class SFTConfig:
     cache_dir: str | None = None  # None -> $XDG_CACHE_HOME/calclip_jax (or ~/.cache/calclip_jax)
 
     def __post_init__(self) -> None:
-        _at_least(self, 0, "updates")
-        _at_least(self, 1, "batch_size", "eval_every")
+        at_least(self, 0, "updates")
+        at_least(self, 1, "batch_size", "eval_every")
+        above(self, 0, "learning_rate")
+        within(self, "target_accuracy", "[0, 1]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +77,10 @@ class RolloutConfig:
     max_refill_rounds: int = 4  # DAPO dynamic sampling: extra rollout rounds to refill
 
     def __post_init__(self) -> None:
-        _at_least(self, 1, "prompts_per_step", "samples_per_prompt", "max_new_tokens", "top_k")
-        _at_least(self, 0, "max_refill_rounds")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        at_least(self, 1, "prompts_per_step", "samples_per_prompt", "max_new_tokens", "top_k")
+        at_least(self, 0, "max_refill_rounds")
+        above(self, 0, "temperature")
+        within(self, "top_p", "(0, 1]")
 
     @property
     def batch_size(self) -> int:
@@ -110,12 +107,13 @@ class TrainConfig:
     logprob_chunk: int | None = None  # positions per lm_head + log-softmax chunk; None = whole
 
     def __post_init__(self) -> None:
-        _at_least(self, 1, "steps", "ppo_epochs", "num_minibatches", "logprob_chunk")
-        _at_least(self, 0, "warmup_updates")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule={self.schedule!r}; allowed {list(SCHEDULES)}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        at_least(self, 1, "steps", "ppo_epochs", "num_minibatches", "logprob_chunk")
+        at_least(self, 1, "decay_updates")
+        at_least(self, 0, "warmup_updates", "weight_decay")
+        one_of(self, "schedule", SCHEDULES)
+        above(self, 0, "learning_rate", "eps", "grad_clip_norm")
+        within(self, "b1", "[0, 1)")
+        within(self, "b2", "[0, 1)")
 
     @property
     def updates_per_rl_step(self) -> int:
@@ -140,7 +138,7 @@ class EvalConfig:
     num_prompts: int = 128  # test prompts per evaluation
 
     def __post_init__(self) -> None:
-        _at_least(self, 1, "every", "num_prompts")
+        at_least(self, 1, "every", "num_prompts")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +154,9 @@ class LogConfig:
     surge_window: int = SURGE_WINDOW  # trailing-mean window of the entropy (1 = raw)
 
     def __post_init__(self) -> None:
-        _at_least(self, 1, "samples_every", "checkpoint_every", "ratios_every", "surge_window")
+        at_least(self, 1, "samples_every", "checkpoint_every", "ratios_every", "surge_window")
+        at_least(self, 0, "num_samples", "surge_warmup")
+        above(self, 1, "surge_factor")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +166,7 @@ class MeshConfig:
     tensor: int = 1  # tensor-parallel axis size
 
     def __post_init__(self) -> None:
-        _at_least(self, 1, "data", "fsdp", "tensor")
+        at_least(self, 1, "data", "fsdp", "tensor")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,6 +187,10 @@ class RunConfig:
     mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
 
     def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be in [0, 2**32 - 1], got {self.seed}")
         n, k = self.rollout.batch_size, self.train.num_minibatches
         if n % k:
             raise ValueError(

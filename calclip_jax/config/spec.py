@@ -15,8 +15,8 @@ from typing import Any
 
 from ml_collections import ConfigDict
 
-from calclip_jax.config.config_dict import ConfigError, parse
-from calclip_jax.config.schema import ModelSizes, RunConfig
+from calclip_jax.config.config_dict import ConfigError, keyed_error, parse
+from calclip_jax.config.schema import ModelSizes, RLOverrides, RunConfig
 from calclip_jax.data import CharTokenizer, GGUFTokenizer, HFTokenizer, Task, Tokenizer, get_task
 from calclip_jax.fp8 import PRESETS, PrecisionRecipe
 from calclip_jax.fp8.vocabulary import SCALED_FORMATS
@@ -29,6 +29,7 @@ FWD_FORMATS = SCALED_FORMATS  # a forward format replacing the preset's
 MODEL_SIZES = tuple(
     f.name for f in dataclasses.fields(ModelSizes) if f.name not in ("checkpoint", "preset")
 )
+RL_KNOBS = tuple(f.name for f in dataclasses.fields(RLOverrides))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,14 @@ def _check(key: str, fn, *args, **kwargs) -> Any:
         raise ConfigError(f"{key}: {err}") from err
 
 
+def _check_section(key: str, knobs: tuple[str, ...], fn, *args, **kwargs) -> Any:
+    """`fn(...)`; its error names `key.<knob>` when it is about one of `knobs`."""
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, TypeError) as err:
+        raise keyed_error(key, err, knobs) from err
+
+
 def precision_recipe(key: str, preset: str, fwd_format: str | None) -> PrecisionRecipe:
     """A preset, optionally with its forward (weights + activations) format replaced."""
     if preset not in PRESETS:
@@ -115,20 +124,35 @@ def rl_preset(run: RunConfig) -> RLPreset:
         "overlong_cache_len": max(1, max_new // 4),
         "correction": run.correction,
     }
-    return _check("rl", dataclasses.replace, base, **fields)
+    return _check_section("rl", RL_KNOBS, dataclasses.replace, base, **fields)
 
 
 def check_sampling(run: RunConfig, rl: RLPreset) -> None:
-    """RL rollouts sample at a temperature > 0; the trainer reproduces softmax(logits / T) but
-    not top-k / top-p truncation, so the corrections (which compare the two) reject it."""
+    """The trainer reproduces softmax(logits / T) but not top-k / top-p truncation, so the
+    corrections (which compare the two) reject it."""
     r = run.rollout
-    if not r.temperature > 0:
-        raise ConfigError(f"rollout.temperature must be > 0 for RL rollouts, got {r.temperature}")
     if (r.top_k is not None or r.top_p < 1.0) and rl.correction.mode != "none":
         raise ConfigError(
             f"rollout.top_k={r.top_k} / rollout.top_p={r.top_p}: the trainer cannot reproduce a "
             f"truncated sampling distribution, so correction.mode={rl.correction.mode!r} would "
             "compare different distributions; use top_k=None, top_p=1.0 or correction.mode=none"
+        )
+
+
+def check_calibration(run: RunConfig, rl: RLPreset) -> None:
+    """The shadow precision is a preset; a set `upper_max` caps the calibrated upper bound, so it
+    may not lie below the static one (1 + eps_high), which calibration reproduces when the FP8
+    and reference ratios agree."""
+    c = run.calibration
+    if c.shadow_precision not in PRESETS:
+        raise ConfigError(
+            f"calibration.shadow_precision={c.shadow_precision!r}; allowed {list(PRESETS)}"
+        )
+    static_upper = rl.clip_bounds[1]
+    if c.enabled and c.upper_max is not None and c.upper_max < static_upper:
+        raise ConfigError(
+            f"calibration.upper_max={c.upper_max} is below the static upper clip bound "
+            f"1 + rl.eps_high = {static_upper:g}"
         )
 
 
@@ -149,7 +173,7 @@ def model_config(run: RunConfig, vocab_size: int) -> ModelConfig:
         cfg = _check("model.preset", ModelConfig.preset, m.preset)
         return dataclasses.replace(cfg, vocab_size=vocab_size)
     sizes = {k: getattr(m, k) for k in MODEL_SIZES}
-    return _check("model", ModelConfig, vocab_size=vocab_size, **sizes)
+    return _check_section("model", MODEL_SIZES, ModelConfig, vocab_size=vocab_size, **sizes)
 
 
 def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
@@ -169,6 +193,7 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
     train_recipe = precision_recipe("train", run.train.precision, run.train.fwd_format)
     rl = rl_preset(run)
     check_sampling(run, rl)
+    check_calibration(run, rl)
     update = _check(
         "calibration",
         UpdateConfig,

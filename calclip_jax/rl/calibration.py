@@ -33,6 +33,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from calclip_jax.knob_rules import above, at_least, one_of, within
 from calclip_jax.rl.losses import broadcast_advantages
 from calclip_jax.rl.quantile import masked_order_statistic, weighted_select
 
@@ -57,12 +58,11 @@ class CalibrationConfig:
     shadow_precision: str = "bf16"  # precision preset name of the reference (shadow) forwards
 
     def __post_init__(self) -> None:
-        if self.upper_rule not in UPPER_RULES:
-            raise ValueError(f"upper_rule must be one of {UPPER_RULES}, got {self.upper_rule!r}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
-        if self.period < 1 or not 0.0 <= self.ema_beta < 1.0:
-            raise ValueError(f"need period >= 1 and 0 <= ema_beta < 1, got {self}")
+        one_of(self, "upper_rule", UPPER_RULES)
+        one_of(self, "solver", SOLVERS)
+        at_least(self, 1, "period")
+        within(self, "ema_beta", "[0, 1)")
+        above(self, 1, "upper_max")  # the upper bound's floor is 1 (see the module docstring)
 
     def bounds_kwargs(self) -> dict:
         """Keyword arguments of `calibrated_bounds` fixed by this config."""

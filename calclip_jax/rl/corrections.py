@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from calclip_jax.knob_rules import above, at_least, one_of
 from calclip_jax.rl.losses import clamped_exp
 
 MODES = ("none", "token_tis", "seq_tis", "token_mis", "seq_mis", "geo_reject")
@@ -47,12 +48,11 @@ class CorrectionConfig:
     geo_delta: float = 0.01  # geometric rejection half-width d
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"CorrectionConfig.mode must be one of {MODES}, got {self.mode!r}")
-        if not 0.0 < self.mis_low <= self.mis_high:
-            raise ValueError(f"need 0 < mis_low <= mis_high, got {self.mis_low}, {self.mis_high}")
-        if self.tis_cap <= 0.0 or self.geo_delta < 0.0:
-            raise ValueError("tis_cap must be > 0 and geo_delta >= 0")
+        one_of(self, "mode", MODES)
+        above(self, 0, "tis_cap", "mis_low", "mis_high")
+        if self.mis_high < self.mis_low:
+            raise ValueError(f"mis_high must be >= mis_low = {self.mis_low}, got {self.mis_high}")
+        at_least(self, 0, "geo_delta")
 
     @classmethod
     def from_dict(cls, d: dict) -> CorrectionConfig:

@@ -14,6 +14,8 @@ The sequence means run over sequences with at least one valid token.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -50,8 +52,8 @@ def check_dual_clip(c: float | None) -> float | None:
         return c
     if value == 0.0:
         return None
-    if not value > 1.0:
-        raise ValueError(f"dual_clip_c must be > 1, or 0 / None for off; got {c}")
+    if not 1.0 < value < math.inf:
+        raise ValueError(f"dual_clip_c must be a finite number > 1, or 0 / None for off; got {c}")
     return value
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from calclip_jax.knob_rules import above, at_least, one_of, within
 from calclip_jax.rl.corrections import CorrectionConfig
 from calclip_jax.rl.losses import AGGREGATIONS, KL_ESTIMATORS, check_dual_clip
 
@@ -33,16 +34,11 @@ class RLPreset:
     )  # rollout-trainer mismatch correction
 
     def __post_init__(self) -> None:
-        if self.agg not in AGGREGATIONS:
-            raise ValueError(f"RLPreset.agg must be one of {AGGREGATIONS}, got {self.agg!r}")
-        if self.kl_estimator not in KL_ESTIMATORS:
-            raise ValueError(
-                f"RLPreset.kl_estimator must be one of {KL_ESTIMATORS}, got {self.kl_estimator!r}"
-            )
-        if not (0.0 < self.eps_low < 1.0 and self.eps_high > 0.0):
-            raise ValueError(
-                f"need 0 < eps_low < 1 and eps_high > 0, got {self.eps_low}, {self.eps_high}"
-            )
+        one_of(self, "agg", AGGREGATIONS)
+        one_of(self, "kl_estimator", KL_ESTIMATORS)
+        within(self, "eps_low", "(0, 1)")
+        above(self, 0, "eps_high")
+        at_least(self, 0, "kl_beta", "adv_eps")
         # c <= 1 would zero every A < 0 gradient; 0 (the config files' "off") becomes None
         object.__setattr__(self, "dual_clip_c", check_dual_clip(self.dual_clip_c))
         if isinstance(self.correction, dict):

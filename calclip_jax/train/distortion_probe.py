@@ -19,7 +19,7 @@ from ml_collections import ConfigDict
 from calclip_jax.analysis import distortion as D
 from calclip_jax.analysis import distortion_report as report
 from calclip_jax.analysis.ratio_dumps import PROB_EDGES
-from calclip_jax.config import RunSpec, build_run_spec, resolved_record
+from calclip_jax.config import RunSpec, build_run_spec, check_devices, resolved_record
 from calclip_jax.config.spec import precision_recipe
 from calclip_jax.data import load_split
 from calclip_jax.fp8 import PrecisionRecipe
@@ -172,6 +172,7 @@ def run_distortion(
         config.rollout.prompts_per_step = num_prompts
     spec = build_run_spec(config)
     run = spec.config
+    check_devices(run, jax.device_count())  # before SFT
     precisions = check_precisions(precisions)
     t0 = time.perf_counter()
     splits = {s: load_split(spec.task, s, spec.data_dir) for s in ("train", "test")}

@@ -30,7 +30,7 @@ from ml_collections import ConfigDict
 
 from calclip_jax.analysis import run_record as R
 from calclip_jax.analysis.stats import FINAL_STEPS, finite_mean
-from calclip_jax.config import RunConfig, RunSpec, build_run_spec, resolved_record
+from calclip_jax.config import RunConfig, RunSpec, build_run_spec, check_devices, resolved_record
 from calclip_jax.data import SPLITS, Example, load_split
 from calclip_jax.train.checkpoints import Checkpointer
 from calclip_jax.train.collect import Collector, run_collector
@@ -239,6 +239,7 @@ def run_experiment(
     run = spec.config
     if run.log.wandb_project is not None:
         require_wandb()  # before anything is compiled
+    check_devices(run, jax.device_count())  # before SFT, not when the mesh is built after it
     os.makedirs(workdir, exist_ok=True)
     if R.is_finished(workdir):
         log(f"{workdir} already holds a finished run ({R.SUMMARY_FILE}); nothing to do")

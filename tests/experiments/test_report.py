@@ -160,3 +160,21 @@ def test_probability_binned_reads_the_resolved_lower_bound(results, tmp_path):
             report.probability_binned(arms, ["stress/fp8_tensor_tis"], tmp_path / "b.png")
     finally:
         config.write_text(json.dumps(cfg))
+
+
+def test_missing_or_empty_results_fail_instead_of_blank_output(tmp_path):
+    with pytest.raises(ValueError, match="no such folder"):
+        report.check_results(tmp_path / "nope")
+    (tmp_path / "granularity" / "bf16").mkdir(parents=True)  # a phase folder, but no run in it
+    with pytest.raises(ValueError, match="no runs in any phase folder"):
+        report.check_results(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.report", f"--results={tmp_path / 'nope'}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"error: --results={tmp_path / 'nope'}: no such folder"
+    assert not (tmp_path / "nope").exists()  # no empty tables or figures written
