@@ -3,7 +3,12 @@
     python -m experiments.train                      # small built-in default (FP8 + CalClip)
     python -m experiments.train --config=configs/dapo.py:fp8_block_tis_calib --workdir=/tmp/run \
         --config.train.steps=50
-Rerunning a command on the same workdir resumes from its latest checkpoint.
+Rerunning a command on the same workdir resumes from its newest intact checkpoint, and gives
+the same metrics.jsonl, summary.json and ratio dumps as an uninterrupted run. A workdir holds
+one run at a time (workdir/run.lock) and remembers its config: a rerun with other values is
+refused, naming the changed keys, unless --allow_config_change (the change is then recorded in
+config.json under "config_changes"). Free to change on a rerun: train.steps upward (extends a
+run, finished or not), eval.every, log.*, sft.cache_dir, task.data_dir.
 
 Multi-process (multi-host): run the same command once per process, adding
     --coordinator_address=HOST0:PORT --num_processes=N --process_id=I
@@ -22,6 +27,7 @@ from absl import app, flags, logging
 
 from calclip_jax.config import ConfigError
 from calclip_jax.train.rl_loop import format_summary, run_experiment, say
+from calclip_jax.train.workdir_lock import WorkdirError
 from experiments import config_cli, config_help
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "configs", "default.py")
@@ -34,6 +40,11 @@ _COORDINATOR = flags.DEFINE_string(
 )
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", 1, "Processes in a multi-process run.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", 0, "This process's index.")
+_ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
+    "allow_config_change",
+    False,
+    "Continue a workdir's run with a config that differs from its config.json (recorded there).",
+)
 
 
 def main(argv: list[str]) -> None:
@@ -41,9 +52,13 @@ def main(argv: list[str]) -> None:
     if _COORDINATOR.value:
         jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
     try:
-        summary = run_experiment(_CONFIG.value, _WORKDIR.value)
+        summary = run_experiment(
+            _CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW_CONFIG_CHANGE.value
+        )
     except ConfigError as err:
         sys.exit(f"error: invalid config: {err}")
+    except WorkdirError as err:
+        sys.exit(f"error: workdir refused: {err}")
     say(format_summary(summary, _WORKDIR.value))
 
 

@@ -28,6 +28,13 @@ def sync(name: str) -> None:
         multihost_utils.sync_global_devices(name)
 
 
+def leader_says(value: bool) -> bool:
+    """The leader's `value` on every process (a collective: every process must call it)."""
+    if jax.process_count() == 1:
+        return value
+    return bool(multihost_utils.broadcast_one_to_all(np.int32(value)))
+
+
 @contextlib.contextmanager
 def leader_first(name: str) -> Iterator[None]:
     """The leader runs the block, then the others do (build a cache once, then read it).

@@ -9,14 +9,15 @@ One RL step (one rollout batch):
   4. one metrics row, sample and ratio dumps, an orbax checkpoint every log.checkpoint_every.
 An optimizer update is an "update"; a "step" is an RL step everywhere in this file.
 
-`run_experiment` resumes from the latest checkpoint in the workdir, and returns the summary at
-once when the workdir holds a finished run.
+`run_experiment` holds the workdir's lock (`workdir_lock`), refuses a config other than the
+one the workdir was started with (`config_record`), resumes from the newest intact checkpoint
+(dropping what a killed run logged after it), and returns the summary at once when the workdir
+holds a run finished at train.steps or more.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -35,9 +36,10 @@ from calclip_jax.data import SPLITS, Example, load_split
 from calclip_jax.train.checkpoints import Checkpointer
 from calclip_jax.train.collect import Collector, run_collector
 from calclip_jax.train.compile_clock import compile_seconds, timed
+from calclip_jax.train.config_record import check_config, write_config
 from calclip_jax.train.evaluate import greedy_eval
 from calclip_jax.train.mesh import make_mesh
-from calclip_jax.train.multihost import is_leader, leader_first, sync
+from calclip_jax.train.multihost import is_leader, leader_first, leader_says, sync
 from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater, minibatch_keys
 from calclip_jax.train.run_info import record_start
@@ -48,6 +50,7 @@ from calclip_jax.train.sharded import jit_update_step, shard_state
 from calclip_jax.train.state import TrainState, create_train_state, init_variables
 from calclip_jax.train.update_step import make_update_step
 from calclip_jax.train.wandb_sink import WandbSink, require_wandb
+from calclip_jax.train.workdir_lock import WorkdirBusyError, WorkdirError, WorkdirLock
 
 PLAN_STREAM = 1_000_003  # minibatch order of RL step s: default_rng([seed, s, PLAN_STREAM])
 
@@ -146,14 +149,13 @@ def evaluate(parts: RLParts) -> dict[str, float]:
 
 
 def resume(parts: RLParts, log: Callable[[str], None]) -> int:
-    """Restores the latest checkpoint if any; returns the number of completed RL steps."""
-    latest = parts.checkpointer.latest_step()
-    if latest is None:
-        return 0
-    parts.state = parts.checkpointer.restore(latest, parts.state)
-    parts.logger.truncate_after(latest)
-    log(f"resumed from checkpoint at RL step {latest}")
-    return latest
+    """Restores the newest intact checkpoint, if any, and drops the rows, ratio dumps and
+    samples logged after it; returns the number of completed RL steps."""
+    start, parts.state = parts.checkpointer.restore_latest(parts.state, log)
+    parts.logger.truncate_after(start)
+    if start:
+        log(f"resumed from checkpoint at RL step {start}")
+    return start
 
 
 def rl_step(parts: RLParts, step: int) -> dict[str, float]:
@@ -183,10 +185,9 @@ def rl_step(parts: RLParts, step: int) -> dict[str, float]:
     return row
 
 
-def rl_loop(parts: RLParts, log: Callable[[str], None], progress: bool) -> None:
-    """RL steps from the latest checkpoint to train.steps: one metrics row each."""
+def rl_loop(parts: RLParts, start: int, log: Callable[[str], None], progress: bool) -> None:
+    """RL steps from `start` (the restored step) to train.steps: one metrics row each."""
     run = parts.spec.config
-    start = resume(parts, log)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -219,13 +220,18 @@ def rl_loop(parts: RLParts, log: Callable[[str], None], progress: bool) -> None:
     sync("rl_run_done")  # metrics.jsonl is complete before any process reads it
 
 
-def write_config(workdir: str, config: ConfigDict | RunConfig, spec: RunSpec) -> None:
-    """config.json: the knobs as given plus a "resolved" section (`resolved_record`)."""
-    knobs = json.loads(config.to_json()) if isinstance(config, ConfigDict) else config.to_dict()
-    path = os.path.join(workdir, R.CONFIG_FILE)
-    with open(path + ".tmp", "w") as f:
-        json.dump({**knobs, "resolved": resolved_record(spec)}, f, indent=2)
-    os.replace(path + ".tmp", path)
+def lock_workdir(workdir: str, log: Callable[[str], None]) -> WorkdirLock | None:
+    """The leader's lock on `workdir` (None on the other processes); every process raises
+    WorkdirBusyError when the leader could not take it."""
+    lock, busy = None, None
+    if is_leader():
+        try:
+            lock = WorkdirLock(workdir).acquire(log)
+        except WorkdirBusyError as err:
+            busy = err
+    if not leader_says(busy is None):
+        raise busy or WorkdirBusyError(f"process 0 could not lock {workdir}")
+    return lock
 
 
 def run_experiment(
@@ -233,19 +239,40 @@ def run_experiment(
     workdir: str,
     log: Callable[[str], None] = say,
     progress: bool | None = None,
+    allow_config_change: bool = False,
 ) -> dict[str, Any]:
-    """Runs (or resumes, or skips when finished) the experiment; returns its summary."""
+    """Runs (or resumes, or extends, or skips when finished) the experiment; returns its
+    summary. Raises WorkdirError when another process holds the workdir, or when the workdir
+    holds a run with another config and not `allow_config_change` (`config_record`)."""
     spec = build_run_spec(config)  # validates before anything is compiled
     run = spec.config
     if run.log.wandb_project is not None:
         require_wandb()  # before anything is compiled
     check_devices(run, jax.device_count())  # before SFT, not when the mesh is built after it
     os.makedirs(workdir, exist_ok=True)
-    if R.is_finished(workdir):
+    lock = lock_workdir(workdir, log)
+    try:
+        return _run_locked(config, spec, workdir, log, progress, allow_config_change)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_locked(
+    config: ConfigDict | RunConfig,
+    spec: RunSpec,
+    workdir: str,
+    log: Callable[[str], None],
+    progress: bool | None,
+    allow_config_change: bool,
+) -> dict[str, Any]:
+    run = spec.config
+    changes = check_config(workdir, config, allow_config_change)
+    done = R.load_summary(workdir)
+    if done is not None and done.get("final_step", 0) >= run.train.steps:
         log(f"{workdir} already holds a finished run ({R.SUMMARY_FILE}); nothing to do")
-        return R.load_summary(workdir)
+        return done
     if is_leader():
-        write_config(workdir, config, spec)
         record_start(workdir)
     t_start = time.perf_counter()
     log(f"task {spec.task.name}; model {spec.model}")
@@ -259,9 +286,17 @@ def run_experiment(
         params, sft_report = warm_start(spec, splits, log)
     log(f"sft warm start: greedy test accuracy {sft_report['accuracy']:.3f}; {sft_time.describe()}")
     parts = setup(spec, workdir, params, splits["train"], splits["test"])
+    start = resume(parts, log)
+    if start > run.train.steps:
+        raise WorkdirError(f"{workdir} holds RL step {start}, past train.steps={run.train.steps}")
+    if is_leader():  # config.json changes only once the restore has succeeded
+        write_config(workdir, config, spec, changes, after_step=start)
+        if done is not None:  # a finished run extended to more steps
+            os.remove(os.path.join(workdir, R.SUMMARY_FILE))
+            log(f"extending the finished run from RL step {start} to {run.train.steps}")
     if progress is None:
         progress = not run.log.quiet and is_leader()
-    rl_loop(parts, log, progress)
+    rl_loop(parts, start, log, progress)
     lg = run.log
     rows = R.read_metrics(workdir)
     summary = summarize(rows, lg.surge_factor, lg.surge_warmup, lg.surge_window)

@@ -26,10 +26,10 @@ def _jsonable(value: Any) -> Any:
 class RunLogger:
     """Appends metrics to workdir/metrics.jsonl and TensorBoard; writes sample files.
 
-    `truncate_after(step)` drops JSONL lines past a restored checkpoint so a resumed run
-    rewrites them (and a torn last line from a killed process). `active=False` makes a logger
-    that writes nothing (every process of a multi-process run but the leader). `wandb`: an open
-    W&B sink that gets the same scalars as TensorBoard.
+    `truncate_after(step)` drops what a killed run logged past the step it resumes from (0: a
+    fresh start), so the resumed run rewrites it. `active=False` makes a logger that writes
+    nothing (every process of a multi-process run but the leader). `wandb`: an open W&B sink
+    that gets the same scalars as TensorBoard.
     """
 
     def __init__(
@@ -49,8 +49,15 @@ class RunLogger:
             self._tb = SummaryWriter(os.path.join(workdir, R.TB_DIR))
 
     def truncate_after(self, step: int) -> None:
-        """Rewrites metrics.jsonl as `run_record.read_metrics` reads it, up to `step`."""
-        if not self.active or not os.path.exists(self.path):
+        """Rewrites metrics.jsonl as `run_record.read_metrics` reads it, up to `step`, and
+        deletes the ratio dumps and sample files of later steps."""
+        if not self.active:
+            return
+        for folder, ext in ((R.RATIOS_DIR, "npz"), (R.SAMPLES_DIR, "txt")):
+            for s, path in R.step_files(os.path.join(self.workdir, folder), ext).items():
+                if s > step:
+                    path.unlink()
+        if not os.path.exists(self.path):
             return
         kept = [R.metrics_line(row) for row in R.read_metrics(self.workdir) if row["step"] <= step]
         with open(self.path + ".tmp", "w") as f:
@@ -92,7 +99,10 @@ class RunLogger:
             return
         path = R.ratio_dump_path(self.workdir, step)
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, **arrays)
+        tmp = path.with_name(path.name + ".tmp")  # a killed write leaves no torn step_*.npz
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        os.replace(tmp, path)
 
     def close(self) -> None:
         if self._tb is not None:

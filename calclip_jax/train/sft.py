@@ -1,8 +1,10 @@
 """Stage 1: supervised warm start on task demonstrations, cached by config hash.
 
 Every arm of a sweep with the same model, task, tokenizer, SFT settings and seed gets the
-identical starting weights from the cache (written atomically by orbax). In a multi-process
-run the leader alone trains and writes the cache; the others then read it.
+identical starting weights from the cache (written atomically by orbax, with a checksum
+manifest; its report file, written last, marks it complete). A damaged cache (missing report,
+checksum mismatch, missing or truncated files, an orbax read error) is rebuilt, with a log line.
+In a multi-process run the leader alone trains and writes the cache; the others then read it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +35,7 @@ from calclip_jax.model import (
     positions_from_mask,
     token_logprobs_and_entropy,
 )
+from calclip_jax.train.checksums import manifest_problem, write_manifest
 from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
 from calclip_jax.train.multihost import is_leader, leader_first
 from calclip_jax.train.progress import Progress
@@ -152,24 +156,46 @@ def _cached_sft(
     me, numpy_io = jax.process_index(), jax.process_count() > 1
     local = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
     ckpt = ocp.StandardCheckpointer(multiprocessing_options=local)
-    if os.path.exists(report_path) and os.path.isdir(path):
-        log(f"sft: using cached warm start {path}")
+    if os.path.isdir(path) or os.path.exists(report_path):
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
-        restored = ckpt.restore(path, jax.device_get(params) if numpy_io else abstract)
-        with open(report_path) as f:
-            return restored, json.load(f)
+        cached = _load_cache(
+            ckpt, path, report_path, jax.device_get(params) if numpy_io else abstract
+        )
+        if not isinstance(cached, str):
+            log(f"sft: using cached warm start {path}")
+            return cached
+        log(f"sft: cached warm start {path} is damaged ({cached}); rebuilding it")
     params, report = train_fn(params)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    if os.path.isdir(path):  # a previous writer died before writing the report
-        import shutil
-
-        shutil.rmtree(path)
+    for stale in (report_path, path):  # what a damaged cache or a killed writer left
+        if os.path.isdir(stale):
+            shutil.rmtree(stale)
+        elif os.path.exists(stale):
+            os.remove(stale)
     ckpt.save(path, jax.device_get(params) if numpy_io else params)
     ckpt.wait_until_finished()
+    write_manifest(path)
     with open(report_path + ".tmp", "w") as f:
         json.dump(report, f)
     os.replace(report_path + ".tmp", report_path)
     return params, report
+
+
+def _load_cache(
+    ckpt: ocp.StandardCheckpointer, path: str, report_path: str, target: Any
+) -> tuple[Any, dict[str, Any]] | str:
+    """(params restored into `target`, report) of an intact cache entry, else what is wrong."""
+    if not os.path.exists(report_path):
+        return f"no {os.path.basename(report_path)}: its writer did not finish"
+    problem = manifest_problem(path)
+    if problem is not None:
+        return problem
+    try:
+        with open(report_path) as f:
+            report = json.load(f)
+        return ckpt.restore(path, target), report
+    except Exception as err:  # orbax/tensorstore/json raise many kinds
+        return f"unreadable: {type(err).__name__}"
 
 
 def _demonstration(tokenizer: Tokenizer, example: Example) -> str:
