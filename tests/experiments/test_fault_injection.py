@@ -110,7 +110,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_older_one(tiny, reference, 
     spoil(run / R.CHECKPOINTS_DIR / str(STEPS))
     out = tiny.finish(run)
     said = [line for line in out.splitlines() if "damaged checkpoint" in line]
-    assert len(said) == 1 and f"step {STEPS} ({problem}" in said[0], out
+    assert len(said) == 1 and f"step {STEPS} (" in said[0] and problem in said[0], out
     assert "resumed from checkpoint at RL step 2" in out
     assert (run / "checkpoints_damaged" / str(STEPS)).is_dir()
     assert finalized_steps(run) == [2, STEPS]  # step 4 saved afresh
