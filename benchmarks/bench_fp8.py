@@ -1,6 +1,7 @@
 """FP8 numerics benchmark: ratios measured in one run on the current backend.
 
-1. quantize-dequantize time per granularity / time of a plain copy of the same array;
+1. quantize-dequantize and quantize (float8 values + scales) time per granularity / time of a
+   plain copy (``x * 2.0``) of the same float32 array, interleaved, median over rounds;
 2. FP8 dot step time (forward + both gradients, per granularity) / the same step as a bf16 dot.
 
 On CPU the FP8 paths are emulated (XLA upcasts), so ratios show emulation overhead, not FP8
@@ -18,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from calclip_jax.fp8 import TensorPrecision, fp8_dot_general, quantize_dequantize
+from calclip_jax.fp8 import TensorPrecision, fp8_dot_general, quantize, quantize_dequantize
 from calclip_jax.fp8.vocabulary import GRANULARITIES
 
 DN = (((1,), (0,)), ((), ()))
@@ -35,14 +36,31 @@ def time_fn(fn: Callable, *args, reps: int = 10) -> float:
     return statistics.median(times)
 
 
+def copy_ratios(fns: dict[str, Callable], x: jax.Array, reps: int, rounds: int = 5) -> dict:
+    """Median over interleaved rounds of (time of fn / time of a plain copy), per fn name."""
+    copy = jax.jit(lambda v: v * 2.0)
+    ratios: dict[str, list[float]] = {name: [] for name in fns}
+    copies = []
+    for _ in range(rounds):
+        copies.append(time_fn(copy, x, reps=reps))
+        for name, fn in fns.items():
+            ratios[name].append(time_fn(fn, x, reps=reps) / copies[-1])
+    return {"copy": statistics.median(copies)} | {
+        k: statistics.median(v) for k, v in ratios.items()
+    }
+
+
 def bench_qdq(n: int, reps: int) -> None:
     x = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    copy_t = time_fn(jax.jit(lambda v: v * 2.0), x, reps=reps)
-    row = [f"qdq {n}x{n}", f"copy {copy_t * 1e3:8.3f} ms"]
+    fns = {}
     for gran in GRANULARITIES:
-        fn = jax.jit(lambda v, g=gran: quantize_dequantize(v, jnp.float8_e4m3fn, g))
-        row.append(f"{gran} x{time_fn(fn, x, reps=reps) / copy_t:6.2f}")
-    print(" | ".join(row))
+        fns[f"qdq-{gran}"] = jax.jit(lambda v, g=gran: quantize_dequantize(v, "e4m3", g))
+        fns[f"q-{gran}"] = jax.jit(lambda v, g=gran: quantize(v, "e4m3", g))
+    ratios = copy_ratios(fns, x, reps)
+    for kind in ("qdq", "q"):
+        row = [f"{kind:>3} {n}x{n}", f"copy {ratios['copy'] * 1e3:8.3f} ms"]
+        row += [f"{gran} x{ratios[f'{kind}-{gran}']:5.2f}" for gran in GRANULARITIES]
+        print(" | ".join(row))
 
 
 def _step(dot: Callable) -> Callable:
@@ -77,11 +95,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--qdq-only", action="store_true", help="skip the dot-step part")
     args = parser.parse_args()
     print(f"backend={jax.default_backend()} devices={jax.devices()} jax={jax.__version__}")
-    print("quantize-dequantize (E4M3) time / plain copy time:")
+    print("E4M3 quantize-dequantize (qdq) and quantize (q) time / plain copy time:")
     for n in args.sizes:
         bench_qdq(n, args.reps)
+    if args.qdq_only:
+        return
     print("FP8 dot step (fwd + dX + dW; E4M3 fwd, E5M2 grads) time / bf16 dot step time:")
     for n in args.sizes:
         bench_dot(n, args.reps)

@@ -18,7 +18,6 @@ never hidden from the update step's non-finite check.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 import flax.struct
@@ -32,10 +31,11 @@ from calclip_jax.fp8.formats import (
     resolve_format,
     round_scale_pow2,
 )
+from calclip_jax.fp8.grouping import MX_BLOCK, GroupLayout
+from calclip_jax.fp8.rounding import round_trip, to_format
 from calclip_jax.fp8.vocabulary import GRANULARITIES
 
 F32_MAX = float(jnp.finfo(jnp.float32).max)
-MX_BLOCK = 32
 DEFAULT_BLOCK_SHAPE = (128, 128)
 
 
@@ -67,28 +67,6 @@ def _check(x: jnp.ndarray, granularity: str, axis: int, block_shape: tuple[int, 
             raise ValueError(f"{granularity} granularity needs ndim >= 1")
         return axis % x.ndim
     return axis
-
-
-def _amax(x: jnp.ndarray, granularity: str, axis: int, block_shape: tuple[int, int]) -> jnp.ndarray:
-    """Absolute maximum per scale group, in the scale's shape."""
-    ax = jnp.abs(x.astype(jnp.float32))
-    if granularity == "tensor":
-        return jnp.max(ax)
-    if granularity == "channel":
-        return jnp.max(ax, axis=axis, keepdims=True)
-    if granularity == "mx":
-        moved = jnp.moveaxis(ax, axis, -1)
-        n = moved.shape[-1]
-        nb = math.ceil(n / MX_BLOCK)
-        pad = [(0, 0)] * (moved.ndim - 1) + [(0, nb * MX_BLOCK - n)]
-        blocks = jnp.pad(moved, pad).reshape(*moved.shape[:-1], nb, MX_BLOCK)
-        return jnp.moveaxis(jnp.max(blocks, axis=-1), -1, axis)
-    br, bc = block_shape
-    r, c = ax.shape[-2:]
-    nr, nc = math.ceil(r / br), math.ceil(c / bc)
-    pad = [(0, 0)] * (ax.ndim - 2) + [(0, nr * br - r), (0, nc * bc - c)]
-    blocks = jnp.pad(ax, pad).reshape(*ax.shape[:-2], nr, br, nc, bc)
-    return jnp.max(blocks, axis=(-3, -1))
 
 
 def expand_scale(
@@ -146,35 +124,87 @@ def quantize(
 
     ``scale`` (e.g. a delayed-scaling scale) replaces the one computed from the current amax.
     """
-    dtype = resolve_format(fmt)
-    block_shape = tuple(int(b) for b in block_shape)
-    axis = _check(x, granularity, axis, block_shape)
-    return _quantize(x, scale, dtype, granularity, axis, block_shape, pow2_scale, float(margin))
+    return _call(
+        _quantize,
+        x,
+        fmt,
+        granularity,
+        axis=axis,
+        block_shape=block_shape,
+        pow2_scale=pow2_scale,
+        margin=margin,
+        scale=scale,
+    )
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
 def _quantize(x, scale, dtype, granularity, axis, block_shape, pow2_scale, margin):
     # One compiled computation per config and shape (cheap eager calls; inlined under jit).
-    amax = _amax(x, granularity, axis, block_shape)
+    layout = GroupLayout(x.shape, granularity, axis, block_shape)
+    groups, scale = _scaled_groups(x, scale, dtype, layout, pow2_scale, margin)
+    values = layout.from_groups(to_format(groups, dtype))
+    return QuantizedArray(values, scale, granularity, axis, block_shape)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
+def _quantize_dequantize(x, scale, dtype, granularity, axis, block_shape, pow2_scale, margin):
+    layout = GroupLayout(x.shape, granularity, axis, block_shape)
+    groups, scale = _scaled_groups(x, scale, dtype, layout, pow2_scale, margin)
+    return layout.from_groups(round_trip(groups, dtype) * layout.scale_in_view(scale))
+
+
+def _scaled_groups(x, scale, dtype, layout, pow2_scale, margin):
+    """(``clip(x / scale)`` in the group view, the scale in its documented shape)."""
+    groups = layout.to_groups(x.astype(jnp.float32))
+    amax = layout.amax(groups)
+    pow2 = scale is None and (pow2_scale or layout.granularity == "mx")
     if scale is None:
-        pow2 = pow2_scale or granularity == "mx"
         scale = compute_scale(amax, dtype, margin=margin, pow2_scale=pow2)
     else:  # a given (delayed) scale would saturate inf / NaN inputs into finite values
         scale = poison_nonfinite(jnp.asarray(scale, jnp.float32), amax)
     scale = jnp.asarray(scale, jnp.float32)
-    full = expand_scale(scale, x.shape, granularity, axis, block_shape)
+    in_view = layout.scale_in_view(scale)
+    # x * (1 / s) == x / s exactly for power-of-two s (1 / s is a normal float32: s <= 2**125).
+    scaled = groups * (1.0 / in_view) if pow2 else _divide(groups, in_view)
     limit = fmt_max(dtype)
-    values = jnp.clip(x.astype(jnp.float32) / full, -limit, limit).astype(dtype)
-    return QuantizedArray(values, scale, granularity, axis, block_shape)
+    return jnp.clip(scaled, -limit, limit), scale
+
+
+def _divide(x: jnp.ndarray, scale: jnp.ndarray) -> jnp.ndarray:
+    """``x / scale``, correctly rounded. XLA rewrites a division by a broadcast into a multiply by
+    the reciprocal (off by an ulp, and 0 where 1/scale is subnormal); a data-dependent divisor
+    (NaN only where x is NaN already) keeps the true division."""
+    return x / jnp.where(jnp.isnan(x), jnp.float32(jnp.nan), scale)
 
 
 @functools.partial(jax.jit, static_argnums=(1,))
 def dequantize(qa: QuantizedArray, dtype: Any = jnp.float32) -> jnp.ndarray:
     """Return ``values * scale`` (float32 by default)."""
-    full = expand_scale(qa.scale, qa.values.shape, qa.granularity, qa.axis, qa.block_shape)
-    return qa.values.astype(dtype) * full.astype(dtype)
+    axis = qa.axis % qa.values.ndim if qa.granularity in ("channel", "mx") else qa.axis
+    layout = GroupLayout(qa.values.shape, qa.granularity, axis, qa.block_shape)
+    groups = layout.to_groups(qa.values).astype(dtype)
+    return layout.from_groups(groups * layout.scale_in_view(qa.scale).astype(dtype))
 
 
 def quantize_dequantize(x: jnp.ndarray, fmt: Any, granularity: str = "tensor", **options: Any):
-    """Fake-quantize: ``dequantize(quantize(x, fmt, granularity, **options))``, float32."""
-    return dequantize(quantize(x, fmt, granularity, **options))
+    """Fake-quantize: ``dequantize(quantize(x, fmt, granularity, **options))``, float32, in one
+    fused computation (no float8 array in between)."""
+    return _call(_quantize_dequantize, x, fmt, granularity, **options)
+
+
+def _call(
+    impl,
+    x: jnp.ndarray,
+    fmt: Any,
+    granularity: str = "tensor",
+    *,
+    axis: int = -1,
+    block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE,
+    pow2_scale: bool = False,
+    margin: float = 0.0,
+    scale: jnp.ndarray | None = None,
+):
+    dtype = resolve_format(fmt)
+    block_shape = tuple(int(b) for b in block_shape)
+    axis = _check(x, granularity, axis, block_shape)
+    return impl(x, scale, dtype, granularity, axis, block_shape, pow2_scale, float(margin))
