@@ -5,6 +5,11 @@ matmuls are not recipe-controlled: they run with bfloat16 operands and float32 a
 fully in float32 when the recipe's activations are fp32. K and V always pass through the recipe's
 `kv_cache` precision (stored quantized in the cache, quantize-dequantized without one), so cached
 decoding and full recomputation see the same keys and values.
+
+Without a cache (the trainer: update step, old/reference log-probs) bfloat16 attention goes
+through `jax.nn.dot_product_attention` (`fused_attention`: cuDNN flash attention on CUDA), whose
+output is bfloat16; `attend` rounds its output the same way. With a cache (the sampler's prefill
+and decode), and for fp32 recipes (cuDNN takes no float32), it is `attend`.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import jax.numpy as jnp
 from calclip_jax.fp8 import PrecisionRecipe, RecipeDense
 from calclip_jax.model import kv_cache
 from calclip_jax.model.config import ModelConfig
+from calclip_jax.model.fused_attention import full_sequence_attention
 from calclip_jax.model.layers import RMSNorm, apply_rope
 
 _MASKED = -1e30
@@ -29,7 +35,11 @@ def attention_compute_dtype(recipe: PrecisionRecipe) -> jnp.dtype:
 def attend(
     q_BTNH: jax.Array, k_BSKH: jax.Array, v_BSKH: jax.Array, mask_BTS: jax.Array, dtype: jnp.dtype
 ) -> jax.Array:
-    """Masked softmax attention with GQA; returns float32 [B, T, N, H]."""
+    """Masked softmax attention with GQA; float32 [B, T, N, H] holding values rounded to `dtype`.
+
+    The rounding matches `jax.nn.dot_product_attention`'s output (operand dtype), so the cached
+    path and the full-sequence path feed o_proj the same values.
+    """
     b, t, n, h = q_BTNH.shape
     k_heads = k_BSKH.shape[2]
     q_BTKRH = q_BTNH.reshape(b, t, k_heads, n // k_heads, h).astype(dtype)
@@ -50,7 +60,7 @@ def attend(
         preferred_element_type=jnp.float32,
         precision=prec,
     )
-    return out_BTKRH.reshape(b, t, n, h)
+    return out_BTKRH.reshape(b, t, n, h).astype(dtype).astype(jnp.float32)
 
 
 class Attention(nn.Module):
@@ -93,6 +103,10 @@ class Attention(nn.Module):
             layer_cache = kv_cache.write(layer_cache, k_BTKH, v_BTKH, cache_index, pol.kv_cache)
             k_BSKH, v_BSKH = kv_cache.read(layer_cache)
 
-        out_BTNH = attend(q_BTNH, k_BSKH, v_BSKH, mask_BTS, attention_compute_dtype(pol))
+        dtype = attention_compute_dtype(pol)
+        if layer_cache is None and dtype != jnp.float32:
+            out_BTNH = full_sequence_attention(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
+        else:
+            out_BTNH = attend(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
         out_BTD = out_BTNH.reshape(b, t, cfg.n_heads * cfg.head_dim)
         return RecipeDense(cfg.d_model, pol, name="o_proj")(out_BTD), layer_cache

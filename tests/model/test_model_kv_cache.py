@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from model_testutil import TINY, init_params
+from model_testutil import TINY, cached_logits, init_params
 
 from calclip_jax.fp8 import PrecisionRecipe, TensorPrecision
-from calclip_jax.model import Transformer, forward_logits, init_cache, positions_from_mask
+from calclip_jax.model import forward_logits, init_cache
 
 B, T, P = 2, 10, 5
 
@@ -25,20 +25,7 @@ def _recipe(preset: str, kv: str | None) -> PrecisionRecipe:
 
 @functools.partial(jax.jit, static_argnums=(0,))
 def _cached_logits(recipe, params, tokens_BT, mask_BT):
-    """Prefill P tokens, then decode the rest one token at a time; logits of every position."""
-    model = Transformer(TINY, recipe)
-    pos_BT = positions_from_mask(mask_BT)
-    cache = init_cache(TINY, recipe.kv_cache, B, T)
-    run = functools.partial(model.apply, {"params": params})
-    pre_BPV, cache = run(tokens_BT[:, :P], pos_BT[:, :P], mask_BT[:, :P], cache, 0)
-
-    def step(cache, t):
-        col = lambda x: jax.lax.dynamic_slice_in_dim(x, t, 1, axis=1)
-        logits, cache = run(col(tokens_BT), col(pos_BT), col(mask_BT), cache, t)
-        return cache, logits[:, 0]
-
-    _, dec_NBV = jax.lax.scan(step, cache, jnp.arange(P, T))
-    return jnp.concatenate([pre_BPV, jnp.swapaxes(dec_NBV, 0, 1)], axis=1)
+    return cached_logits(TINY, recipe, params, tokens_BT, mask_BT, P)
 
 
 @pytest.fixture(scope="module")
