@@ -6,10 +6,10 @@ fully in float32 when the recipe's activations are fp32. K and V always pass thr
 `kv_cache` precision (stored quantized in the cache, quantize-dequantized without one), so cached
 decoding and full recomputation see the same keys and values.
 
-Without a cache (the trainer: update step, old/reference log-probs) bfloat16 attention goes
-through `jax.nn.dot_product_attention` (`fused_attention`: cuDNN flash attention on CUDA), whose
-output is bfloat16; `attend` rounds its output the same way. With a cache (the sampler's prefill
-and decode), and for fp32 recipes (cuDNN takes no float32), it is `attend`.
+Without a cache (the trainer: update step, old/reference log-probs) a recipe with bf16 activations
+runs attention through `jax.nn.dot_product_attention` (`fused_attention`: cuDNN flash attention
+on CUDA), whose bf16 output o_proj's bf16 GEMM would round to anyway. With a cache (the sampler's
+prefill and decode), for FP8 activations and for fp32 recipes, it is `attend` (`fuses_attention`).
 """
 
 from __future__ import annotations
@@ -32,14 +32,18 @@ def attention_compute_dtype(recipe: PrecisionRecipe) -> jnp.dtype:
     return jnp.float32 if recipe.activations.dtype == "fp32" else jnp.bfloat16
 
 
+def fuses_attention(recipe: PrecisionRecipe) -> bool:
+    """Whether the full-sequence path uses `full_sequence_attention`: bf16 activations only. Its
+    output is bf16-rounded, which o_proj's bf16 GEMM does anyway (the same logits as `attend`);
+    an FP8 o_proj would quantize the rounded values differently from the sampler's `attend`
+    (measured: 0.27 logit), and cuDNN takes no float32."""
+    return recipe.activations.dtype == "bf16"
+
+
 def attend(
     q_BTNH: jax.Array, k_BSKH: jax.Array, v_BSKH: jax.Array, mask_BTS: jax.Array, dtype: jnp.dtype
 ) -> jax.Array:
-    """Masked softmax attention with GQA; float32 [B, T, N, H] holding values rounded to `dtype`.
-
-    The rounding matches `jax.nn.dot_product_attention`'s output (operand dtype), so the cached
-    path and the full-sequence path feed o_proj the same values.
-    """
+    """Masked softmax attention with GQA; returns float32 [B, T, N, H]."""
     b, t, n, h = q_BTNH.shape
     k_heads = k_BSKH.shape[2]
     q_BTKRH = q_BTNH.reshape(b, t, k_heads, n // k_heads, h).astype(dtype)
@@ -60,7 +64,7 @@ def attend(
         preferred_element_type=jnp.float32,
         precision=prec,
     )
-    return out_BTKRH.reshape(b, t, n, h).astype(dtype).astype(jnp.float32)
+    return out_BTKRH.reshape(b, t, n, h)
 
 
 class Attention(nn.Module):
@@ -104,7 +108,7 @@ class Attention(nn.Module):
             k_BSKH, v_BSKH = kv_cache.read(layer_cache)
 
         dtype = attention_compute_dtype(pol)
-        if layer_cache is None and dtype != jnp.float32:
+        if layer_cache is None and fuses_attention(pol):
             out_BTNH = full_sequence_attention(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
         else:
             out_BTNH = attend(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
