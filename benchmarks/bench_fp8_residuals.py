@@ -31,20 +31,6 @@ _COMPILE = flags.DEFINE_bool("compile", True, "Also compile one layer for XLA's 
 PRESETS = ("bf16", *FP8_PRESETS)
 
 
-def projections(cfg: ModelConfig) -> dict[str, tuple[int, int]]:
-    """(in, out) features of the dense GEMMs of one layer."""
-    q, kv, d, f = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim, cfg.d_model, cfg.d_ff
-    return {
-        "q": (d, q),
-        "k": (d, kv),
-        "v": (d, kv),
-        "o": (q, d),
-        "gate": (d, f),
-        "up": (d, f),
-        "down": (f, d),
-    }
-
-
 def _residual_leaves(fn, *shapes) -> list[jax.ShapeDtypeStruct]:
     closure = jax.eval_shape(lambda *a: jax.vjp(fn, *a)[1], *shapes)
     return jax.tree_util.tree_leaves(closure)
@@ -59,7 +45,7 @@ def gemm_residuals(cfg: ModelConfig, preset: str, tokens: int) -> tuple[int, int
     act, wgt, grad = matmul_precisions(PrecisionRecipe.preset(preset), "dense")
     dn = (((1,), (0,)), ((), ()))
     values = scales = 0
-    for d_in, d_out in projections(cfg).values():
+    for d_in, d_out in cfg.dense_features().values():
         fn = lambda x, w: fp8_dot_general(
             x,
             w,

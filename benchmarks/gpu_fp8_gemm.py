@@ -1,8 +1,9 @@
 """GPU benchmark: BF16 vs FP8 (tensor, channel, block, MX) GEMMs and a ~1B-parameter train step.
 
-Run on an H100/H200 (jax[cuda]): ``python -m benchmarks.gpu_fp8_gemm`` (about 5-8 minutes on an
-H200: mostly compiling six programs of a 16-layer model). Every line is printed as soon as it is
-measured (JSON), so a run cut short keeps what it measured. Sections:
+Run on an H100/H200 (jax[cuda]): ``python -m benchmarks.gpu_fp8_gemm``, sized to finish within
+10 minutes on an H200 (mostly compiling five programs of a 16-layer model; not yet run on one).
+Every line is printed as soon as it is measured (JSON), so a run cut short keeps what it
+measured. Sections:
 1. ``gemm``: one n x n x n GEMM forward + both gradients (``fp8_dot_general``) per precision:
    median step time, TFLOP/s (3 GEMMs of 2 n^3), speed-up over BF16.
 2. ``hlo``: custom calls in each compiled train step (cuBLASLt FP8 GEMMs are
@@ -100,8 +101,7 @@ def gemm_section(n: int, reps: int) -> None:
 
 
 def dense_params(cfg: ModelConfig) -> int:
-    q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
-    per_layer = cfg.d_model * (2 * q + 2 * kv) + 3 * cfg.d_model * cfg.d_ff
+    per_layer = sum(d_in * d_out for d_in, d_out in cfg.dense_features().values())
     return cfg.n_layers * per_layer + cfg.vocab_size * cfg.d_model  # + the (tied) head
 
 

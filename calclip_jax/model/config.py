@@ -67,6 +67,20 @@ class ModelConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def dense_features(self) -> dict[str, tuple[int, int]]:
+        """(in, out) features of each dense projection of one layer, by its module name."""
+        q, kv = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        d, f = self.d_model, self.d_ff
+        return {
+            "attn/q_proj": (d, q),
+            "attn/k_proj": (d, kv),
+            "attn/v_proj": (d, kv),
+            "attn/o_proj": (q, d),
+            "mlp/gate_proj": (d, f),
+            "mlp/up_proj": (d, f),
+            "mlp/down_proj": (f, d),
+        }
+
 
 _PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(

@@ -24,9 +24,7 @@ from calclip_jax.train import make_update_step
 from calclip_jax.train.update_step import update_flags
 
 MODEL = dataclasses.replace(TINY, n_layers=2, d_ff=160)  # d_ff > 128: several K chunks in down
-PROJECTIONS = tuple(f"attn/{p}_proj" for p in "qkvo") + tuple(
-    f"mlp/{p}_proj" for p in ("gate", "up", "down")
-)
+PROJECTIONS = tuple(MODEL.dense_features())
 _DENSE = re.compile(r"layers_(\d+)/(attn/[qkvo]_proj|mlp/\w+_proj)/")
 E4M3, E5M2, BF16, F32 = "f8E4M3FN", "f8E5M2", "bf16", "f32"
 TOKENS = 8 * 12  # the tokens of `prepared`'s batch: the dW contraction
@@ -40,25 +38,6 @@ def _dense_dots(text: str) -> dict[tuple[int, str], collections.Counter]:
         if m:
             found[(int(m.group(1)), m.group(2))][(lhs, rhs)] += 1
     return found
-
-
-def _features(proj: str) -> tuple[int, int]:
-    """(in, out) features of a projection of MODEL."""
-    q, kv, d, f = (
-        MODEL.n_heads * MODEL.head_dim,
-        MODEL.n_kv_heads * MODEL.head_dim,
-        MODEL.d_model,
-        MODEL.d_ff,
-    )
-    return {
-        "q": (d, q),
-        "k": (d, kv),
-        "v": (d, kv),
-        "o": (q, d),
-        "gate": (d, f),
-        "up": (d, f),
-        "down": (f, d),
-    }[proj.split("/")[1].split("_")[0]]
 
 
 def _chunks(granularity: str, k: int) -> int:
@@ -92,7 +71,7 @@ def test_every_dense_gemm_of_the_train_step_is_fp8_or_bf16(train_step):
         forward, backward = types[(E4M3, E4M3)], types[(E5M2, E4M3)]
         assert set(types) <= {(E4M3, E4M3), (E5M2, E4M3), (BF16, BF16)}, where
         # One float8 dot per K chunk: forward over d_in, dX over d_out, dW over the tokens.
-        d_in, d_out = _features(proj)
+        d_in, d_out = MODEL.dense_features()[proj]
         chunks = functools.partial(_chunks, FP8_PRESETS[preset][0])
         copies = forward // chunks(d_in)
         assert copies >= 1 and forward == copies * chunks(d_in), where
