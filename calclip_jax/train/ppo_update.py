@@ -5,7 +5,9 @@ from the parameters and FP8 state the batch started with (theta_old), in the tra
 Per-tensor current scaling makes a token's log-prob depend on its batch-mates; computing old
 log-probs on the whole batch and updating on minibatches would start the ratio away from 1.
 The first update of a batch uses its own forward as the old log-probs
-(`train/update_step.py`), so the ratio is exactly 1 there. The composition effect itself
+(`train/update_step.py`), so the ratio is exactly 1 there, and its precomputed old log-probs
+are needed only for the `old_logp_recompute_gap` check: they are computed at ratio-dump steps
+(`update(probe=True)`) and skipped otherwise. The composition effect itself
 (whole-batch vs minibatch old log-probs) is measured at ratio-dump steps (`composition_*`
 metrics, `ratio_probe`).
 
@@ -16,6 +18,7 @@ old policy's BF16-shadow log-probs (`old_logp_ref`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +65,37 @@ def make_logprob_fn(
     return logprobs
 
 
+def make_minibatch_forwards(model_config: ModelConfig, cfg: UpdateConfig) -> Callable:
+    """Jitted (params, fp8_meta, ref_params, minibatch, wants) -> {name: logp_BT} for the names
+    in the static `wants`: "old_logp" (trainer recipe at theta_old), "old_logp_ref" (shadow
+    recipe at theta_old), "ref_logp" (trainer recipe at the KL reference `ref_params`). The
+    forwards a minibatch needs before its update in one program, each the same computation as
+    `make_logprob_fn`'s (a test checks them bitwise)."""
+    temp, chunk = cfg.temperature, cfg.logprob_chunk
+
+    @functools.partial(jax.jit, static_argnames="wants")
+    def forwards(
+        params: Any, fp8_meta: Any, ref_params: Any, mb: dict[str, Any], wants: tuple[str, ...]
+    ) -> dict[str, jax.Array]:
+        inputs = {k: mb[k] for k in ("tokens", "positions", "attn_mask", "response_mask")}
+        runs = {
+            "old_logp": (cfg.recipe, params, fp8_meta),
+            "old_logp_ref": (cfg.shadow_recipe, params, {}),
+            "ref_logp": (cfg.recipe, ref_params, fp8_meta),
+        }
+        out = {}
+        for name in wants:
+            recipe, p, meta = runs[name]
+            out[name] = batch_logprobs(
+                model_config, recipe, p, meta, inputs, temperature=temp, chunk=chunk
+            )[0]
+        return out
+
+    return lambda params, fp8_meta, ref_params, mb, wants: (
+        forwards(params, fp8_meta, ref_params, mb, wants=wants) if wants else {}
+    )
+
+
 def composition_metrics(
     full_BT: np.ndarray,
     minibatch_BT: np.ndarray,
@@ -102,6 +136,7 @@ class PPOUpdater:
         mc, temp, chunk = self.model_config, cfg.temperature, cfg.logprob_chunk
         self._logp = make_logprob_fn(mc, cfg.recipe, temp, chunk)
         self._shadow_logp = make_logprob_fn(mc, cfg.shadow_recipe, temp, chunk)
+        self._forwards = make_minibatch_forwards(mc, cfg)
 
     def calibrates(self, rl_step: int) -> bool:
         """Whether RL step `rl_step` (1-based) calibrates (`calibrating_rl_step`)."""
@@ -127,9 +162,17 @@ class PPOUpdater:
         rollout: dict[str, Any],
         plan: list[np.ndarray],
         calibrate: bool,
-    ) -> list[dict[str, np.ndarray]]:
+        first_old: bool = True,
+    ) -> list[dict[str, Any]]:
         """The minibatches of `plan`, each with old_logp (and old_logp_ref / ref_logp when the
-        step needs them) computed on that minibatch from `state` (theta_old)."""
+        step needs them) computed on that minibatch from `state` (theta_old), all of one
+        minibatch's forwards in one jitted call, kept on the device with one process.
+
+        The first update of a batch takes its own forward as the old log-probs, and its
+        theta == theta_old shadow ratios are never a calibration sample, so its old_logp and
+        old_logp_ref only feed the `old_logp_recompute_gap` check: `first_old=False` skips
+        those two forwards and gives NaN old_logp (the gap is then NaN) and zero old_logp_ref.
+        """
         missing = [k for k in ROLLOUT_KEYS if k not in rollout]
         if missing:
             raise KeyError(f"rollout batch lacks {missing}")
@@ -137,18 +180,20 @@ class PPOUpdater:
         kl = self.update_config.rl.kl_beta > 0
         if kl and self.ref_params is None and "ref_logp" not in batch:
             raise ValueError("kl_beta > 0 needs PPOUpdater.ref_params or rollout['ref_logp']")
+        calib = self.update_config.calibration.enabled
+        keep = (lambda x: x) if jax.process_count() == 1 else to_host
         minibatches = []
-        for idx in plan:
-            mb = {k: v[idx] for k, v in batch.items()}
-            mb["old_logp"] = to_host(self._logp(state.params, state.fp8_meta, mb))
-            if self.update_config.calibration.enabled:
-                mb["old_logp_ref"] = (
-                    to_host(self._shadow_logp(state.params, {}, mb))
-                    if calibrate
-                    else np.zeros_like(mb["old_logp"])
-                )
-            if kl and "ref_logp" not in mb:
-                mb["ref_logp"] = to_host(self._logp(self.ref_params, state.fp8_meta, mb))
+        for i, idx in enumerate(plan):
+            mb: dict[str, Any] = {k: v[idx] for k, v in batch.items()}
+            old = first_old or i > 0
+            wants = ("old_logp",) * old + ("old_logp_ref",) * (calib and calibrate and old)
+            wants += ("ref_logp",) * (kl and "ref_logp" not in mb)
+            got = self._forwards(state.params, state.fp8_meta, self.ref_params, mb, wants)
+            mb.update({k: keep(v) for k, v in got.items()})
+            shape = mb["response_mask"].shape
+            mb.setdefault("old_logp", np.full(shape, np.nan, np.float32))
+            if calib:
+                mb.setdefault("old_logp_ref", np.zeros(shape, np.float32))
             minibatches.append(mb)
         return minibatches
 
@@ -193,7 +238,7 @@ class PPOUpdater:
         n = rollout["tokens"].shape[0]
         plan = self.plan(n, rng)
         calibrate = self.calibrates(rl_step)
-        minibatches = self.prepare(state, rollout, plan, calibrate)
+        minibatches = self.prepare(state, rollout, plan, calibrate, first_old=probe)
         old = jax.tree.map(jnp.copy, (state.params, state.fp8_meta)) if probe else None
         device_metrics = []
         for i, mb in enumerate(minibatches):
@@ -207,7 +252,7 @@ class PPOUpdater:
         probed = self.ratio_probe(*old, state, rollout)
         first_epoch_BT = np.zeros_like(probed["old_logp_full"])
         for idx, mb in zip(plan[: self.num_minibatches], minibatches, strict=False):
-            first_epoch_BT[idx] = mb["old_logp"]
+            first_epoch_BT[idx] = np.asarray(mb["old_logp"])
         probed["old_logp_minibatch"] = first_epoch_BT
         rl = self.update_config.rl
         host[0].update(

@@ -9,7 +9,7 @@ theta == theta_old while no update has been applied since the rollout batch bega
 forward (stop-gradient) as the old log-probs, so the ratio is exactly 1 by construction, and
 reports `old_logp_recompute_gap`: max |own forward - batch["old_logp"]|, the difference between
 the precomputed old log-probs and the step's forward under the same composition (0 when the two
-programs agree bitwise).
+programs agree bitwise; NaN when they were not precomputed, `PPOUpdater.prepare(first_old=False)`).
 
 Calibration runs when `flags["calibrate"]` (the updater sets it for every update of a calibrating
 RL step) and theta != theta_old: a no-grad shadow forward (BF16) of the current policy gives
