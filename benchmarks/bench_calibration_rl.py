@@ -44,7 +44,7 @@ def main(argv: list[str]) -> None:
     def rl_step(name: str, step: int) -> float:
         state, updater = setups[name]
         t = time.perf_counter()
-        prompts = grpo.make_prompts(grpo._BATCH.value, grpo._PROMPT_LEN.value, 128, prompts_rng)
+        prompts = grpo.step_prompts(model, prompts_rng)
         key = jax.random.fold_in(jax.random.key(0), step)
         batch = grpo.rollout(state.params, model, recipe, prompts, key)
         batch.pop("reward")

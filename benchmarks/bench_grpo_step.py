@@ -73,19 +73,7 @@ _WAIT_IDLE = flags.DEFINE_float("wait_idle", 60.0, "Seconds to wait for an idle 
 BOS, PAD, FIRST_WORD = 1, 0, 3  # word ids as in the Tunix benchmark's tokenizer
 NO_EOS = -1  # an id the sampler can never draw: every sample is exactly gen_len tokens
 
-QWEN3_TINY = ModelConfig(
-    vocab_size=128,
-    d_model=128,
-    n_layers=4,
-    n_heads=4,
-    n_kv_heads=2,
-    head_dim=32,
-    d_ff=384,
-    rope_theta=1_000_000.0,
-    norm_eps=1e-6,
-    tie_embeddings=False,
-    qk_norm=True,
-)
+QWEN3_TINY = ModelConfig.preset("qwen3_tiny")  # 820,608 parameters
 
 
 def log(msg: str) -> None:
@@ -100,6 +88,11 @@ def make_prompts(n: int, length: int, vocab: int, rng: np.random.Generator) -> n
     """[n, length] int32: BOS then random word ids (no padding)."""
     words = rng.integers(FIRST_WORD, vocab, size=(n, length - 1))
     return np.concatenate([np.full((n, 1), BOS), words], axis=1).astype(np.int32)
+
+
+def step_prompts(model: ModelConfig, rng: np.random.Generator) -> np.ndarray:
+    """One RL step's prompts: `--batch` x `--prompt_len`."""
+    return make_prompts(_BATCH.value, _PROMPT_LEN.value, model.vocab_size, rng)
 
 
 def toy_reward(tokens_NT: np.ndarray, response_mask_NT: np.ndarray) -> np.ndarray:
@@ -161,22 +154,28 @@ def build(
     return state, updater
 
 
-def rollout(params: Any, model: ModelConfig, recipe: PrecisionRecipe, prompts: np.ndarray,
-            key: jax.Array) -> dict[str, np.ndarray]:  # fmt: skip
-    """One rollout batch on the host: samples, rewards, GRPO advantages."""
-    out = sample(
+def draw(params: Any, model: ModelConfig, recipe: PrecisionRecipe, prompts: np.ndarray,
+         key: jax.Array, num_samples: int) -> Any:  # fmt: skip
+    """The library's sampler on unpadded prompts: exactly `--gen_len` new tokens each."""
+    return sample(
         params,
         model,
         recipe,
         prompts,
         np.ones_like(prompts),
         key,
-        num_samples=_GROUP.value,
+        num_samples=num_samples,
         max_new_tokens=_GEN_LEN.value,
         temperature=_TEMPERATURE.value,
         eos_id=NO_EOS,
         pad_id=PAD,
     )
+
+
+def rollout(params: Any, model: ModelConfig, recipe: PrecisionRecipe, prompts: np.ndarray,
+            key: jax.Array) -> dict[str, np.ndarray]:  # fmt: skip
+    """One rollout batch on the host: samples, rewards, GRPO advantages."""
+    out = draw(params, model, recipe, prompts, key, _GROUP.value)
     keys = ("tokens", "positions", "attn_mask", "response_mask", "rollout_logp")
     batch = {k: np.asarray(getattr(out, k)) for k in keys}
     reward = toy_reward(batch["tokens"], batch["response_mask"])
@@ -194,7 +193,7 @@ def run_grpo(model: ModelConfig, recipe: PrecisionRecipe) -> dict[str, Any]:
     starts, phases, rewards, losses = [], [], [], []
     for s in range(1, n_steps + 1):
         starts.append(time.perf_counter())
-        prompts = make_prompts(_BATCH.value, _PROMPT_LEN.value, model.vocab_size, rng)
+        prompts = step_prompts(model, rng)
         key = jax.random.fold_in(jax.random.key(_SEED.value), s)
         batch = rollout(state.params, model, recipe, prompts, key)
         t_rollout = time.perf_counter() - starts[-1]
@@ -241,19 +240,7 @@ def run_sampler(model: ModelConfig, recipe: PrecisionRecipe) -> dict[str, Any]:
 
     def call(seed: int) -> tuple[float, int]:
         t = time.perf_counter()
-        out = sample(
-            params,
-            model,
-            recipe,
-            prompts,
-            np.ones_like(prompts),
-            jax.random.key(seed),
-            num_samples=1,
-            max_new_tokens=_GEN_LEN.value,
-            temperature=_TEMPERATURE.value,
-            eos_id=NO_EOS,
-            pad_id=PAD,
-        )
+        out = draw(params, model, recipe, prompts, jax.random.key(seed), 1)
         valid = int(np.asarray(out.response_mask).sum())  # on the host, as Tunix returns it
         return time.perf_counter() - t, valid
 

@@ -50,7 +50,8 @@ class ModelConfig:
 
     @classmethod
     def preset(cls, name: str) -> ModelConfig:
-        """Named sizes: tiny (CPU tests), small, llama3_1b, llama3_8b, qwen2_7b, qwen3_8b."""
+        """Named sizes: tiny (CPU tests), small, qwen3_tiny (the Tunix benchmark's),
+        llama3_1b, llama3_8b, qwen2_7b, qwen3_8b."""
         if name not in _PRESETS:
             raise ValueError(f"unknown model preset {name!r}; allowed: {sorted(_PRESETS)}")
         return cls(**_PRESETS[name])
@@ -137,6 +138,19 @@ _PRESETS: dict[str, dict[str, Any]] = {
         norm_eps=1e-6,
         tie_embeddings=False,
         attention_bias=True,
+    ),
+    "qwen3_tiny": dict(  # the Tunix GRPO benchmark's model (benchmarks/bench_grpo_step.py)
+        vocab_size=128,
+        d_model=128,
+        n_layers=4,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=32,
+        d_ff=384,
+        rope_theta=1000000.0,
+        norm_eps=1e-6,
+        tie_embeddings=False,
+        qk_norm=True,
     ),
     "qwen3_8b": dict(
         vocab_size=151936,
