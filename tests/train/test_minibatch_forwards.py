@@ -38,7 +38,7 @@ def _run(preset: str, probe: bool, calibrate: bool):
     return updater.update(state, rollout_batch(batch=8, seed=3), rng, rl_step=1, probe=probe)
 
 
-@pytest.mark.parametrize(("preset", "calibrate"), [("fp8_tensor", True), ("fp32", False)])
+@pytest.mark.parametrize(("preset", "calibrate"), [("fp8_tensor", True)])
 def test_skipping_the_first_old_forward_changes_no_update(preset, calibrate):
     """Without a ratio dump the first update's old log-probs are not computed (the step takes
     its own forward there): same parameters and metrics, but for the recompute check."""
