@@ -1,7 +1,7 @@
 """Cost of Calibrated Clipping per RL step, on the Tunix benchmark's workload with an FP8 trainer.
 
 Run: ``python -m benchmarks.bench_calibration_rl [--precision=fp8_tensor --minibatches=4]``
-(about 2 minutes). Three runs of the same RL step (`bench_grpo_step`: rollout, the updater's
+(about 5 minutes). Three runs of the same RL step (`bench_grpo_step`: rollout, the updater's
 log-prob forwards, its minibatch updates) share one process and are interleaved round by round
 (this machine is shared and noisy): calibration off, on at every RL step (K = 1) and on every
 20th (K = 20, the paper's period). A round is one period of 20 RL steps per run; the period

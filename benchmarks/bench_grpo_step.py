@@ -16,7 +16,7 @@ on the host, then `PPOUpdater.update` (the reference and old-policy log-probs it
 jitted update, metrics to the host). Phases are timed by wrapping the updater's own calls
 (`prepare`: the log-prob forwards; `update_step`: the optimizer updates, waited on), and the
 step time is the period between the starts of consecutive steps, as in the Tunix benchmark.
-The sampler section times `sample` alone on `--sampler_batch` prompts x 32 tokens.
+The sampler section times `sample` alone on `--sampler_batch` prompts x `--gen_len` tokens.
 """
 
 from __future__ import annotations
