@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from benchmarks.machine_noise import cpu_noise, cpu_sample, wait_for_idle
+from benchmarks.machine_noise import cpu_noise, cpu_sample, is_noisy, wait_for_idle
 from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
@@ -280,7 +280,7 @@ def main(argv: list[str]) -> None:
         log(f"{name} ...")
         result[name] = fn(model, recipe)
         result["cpu_noise"][name] = noise = cpu_noise(before, cpu_sample())
-        if noise and (noise["other_procs_cores"] or 0) > 0.1:
+        if is_noisy(noise):
             log(f"WARNING: other processes used {noise['other_procs_cores']:.2f} cores during "
                 f"{name}; timings are inflated")  # fmt: skip
     result["total_wall_s"] = time.perf_counter() - t0

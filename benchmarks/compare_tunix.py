@@ -20,6 +20,8 @@ from typing import Any
 
 from absl import app, flags
 
+from benchmarks.machine_noise import is_noisy
+
 _PAIRS = flags.DEFINE_integer("pairs", 3, "Interleaved (calclip_jax, Tunix) pairs.")
 _ANCHORS = flags.DEFINE_string(
     "anchors", "../shared/anchors", "Folder of tunix_grpo_bench.py (the performance anchor)."
@@ -32,8 +34,6 @@ _TUNIX_PYTHON = flags.DEFINE_string(
 _WAIT_IDLE = flags.DEFINE_float("wait_idle", 60.0, "Seconds each run waits for an idle machine.")
 _EXTRA = flags.DEFINE_list("bench_flags", [], "Flags passed to both benchmarks (e.g. steps=10).")
 
-NOISY_CORES = 0.1  # other processes' share above which a run is repeated once
-
 
 def run_json(cmd: list[str]) -> dict[str, Any]:
     """Runs a benchmark; its last stdout line is its JSON result."""
@@ -44,8 +44,7 @@ def run_json(cmd: list[str]) -> dict[str, Any]:
 
 
 def noisy(result: dict[str, Any]) -> bool:
-    cores = [(n or {}).get("other_procs_cores", 0) for n in result["cpu_noise"].values()]
-    return max(cores, default=0) > NOISY_CORES
+    return any(is_noisy(n) for n in result["cpu_noise"].values())
 
 
 def measured(cmd: list[str], name: str) -> dict[str, Any]:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 _HZ = os.sysconf("SC_CLK_TCK")
 
+NOISY_CORES = 0.1  # other processes' share of the cores above which timings are inflated
+
 Sample = tuple[float, float, float, float]  # busy s (all processes), steal s, own cpu s, wall s
 
 
@@ -41,6 +43,11 @@ def cpu_noise(before: Sample | None, after: Sample | None) -> dict[str, float] |
         "other_procs_cores": round(foreign / wall, 3) if wall else 0.0,
         "steal_s": round(steal, 2),
     }
+
+
+def is_noisy(noise: dict[str, float] | None) -> bool:
+    """Whether other processes took more than `NOISY_CORES` during a `cpu_noise` window."""
+    return bool(noise) and (noise.get("other_procs_cores") or 0.0) > NOISY_CORES
 
 
 def wait_for_idle(
