@@ -1,5 +1,19 @@
-"""Test-session setup: 8 simulated CPU devices (before jax starts) for the sharding tests."""
+"""Test-session setup, before jax starts: 8 simulated CPU devices for the sharding tests, and one
+persistent compilation cache shared by the test workers and the runs they launch as subprocesses.
+
+Many tests compile the same programs (a train step per precision, the sampler); XLA keys each
+cache entry on the program, the compile options and the jax version, so a hit returns the
+executable a fresh compile would have built. Set CALCLIP_TEST_COMPILE_CACHE=0 to compile
+everything afresh.
+"""
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+if os.environ.get("CALCLIP_TEST_COMPILE_CACHE", "1") != "0":
+    _cache = Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax_compilation_cache"
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_cache))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
