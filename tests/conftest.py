@@ -4,8 +4,8 @@ workers and the runs they launch as subprocesses.
 
 Most test time is compilation of tiny programs. Level 0 compiles them faster
 (`tests/train/test_theta_old.py` alone: 156 s -> 121 s; the Python 3.12 suite on two workers:
-684 s -> 362 s, two sharding tests fewer) and leaves XLA's own passes (fusion, layout) as they are; runs and benchmarks
-keep the default level.
+684 s -> 362 s, two sharding tests fewer) and leaves XLA's own passes (fusion, layout) as
+they are; runs and benchmarks keep the default level.
 
 XLA keys each cache entry on the program, the compile options and the jax version, so a hit
 returns the executable a fresh compile would have built. A cold run gains little from it; a
