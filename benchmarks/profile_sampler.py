@@ -1,0 +1,91 @@
+"""Where the sampler's time goes on the Tunix benchmark's workload: call time and XLA op kinds.
+
+Run: ``python -m benchmarks.profile_sampler`` (about 1 minute). Times `--calls` sampler calls of
+`bench_grpo_step`'s sampler section (its model, prompts and `draw`: `--sampler_batch` prompts x
+`--gen_len` new tokens, `--precision`), then records a `jax.profiler` trace of `--traced` more
+calls and prints each op kind's time per call and share of all op time (XLA-CPU thunk names,
+numeric suffixes dropped: `ynn_fusion` are the GEMM fusions, `transpose_copy_fusion` the
+layout copies).
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import gzip
+import json
+import re
+import statistics
+import tempfile
+import time
+
+import jax
+import numpy as np
+from absl import app, flags
+
+from benchmarks import bench_grpo_step as bench
+from calclip_jax.fp8 import PrecisionRecipe
+from calclip_jax.train import init_variables
+
+_CALLS = flags.DEFINE_integer("calls", 15, "Timed sampler calls.")
+_TRACED = flags.DEFINE_integer("traced", 5, "Sampler calls in the profiler trace.")
+_TOP = flags.DEFINE_integer("top", 12, "Op kinds printed.")
+
+NOT_OPS = ("Thunk", "Pjit", "PjRt", "Slinky")  # dispatch and thread-pool events, not XLA ops
+
+
+def op_time_per_kind(trace_dir: str, calls: int) -> dict[str, tuple[float, float]]:
+    """{op kind: (ms per call, times per call)} from the trace in `trace_dir`."""
+    (path,) = glob.glob(f"{trace_dir}/**/*.trace.json.gz", recursive=True)
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    total_us, count = collections.defaultdict(float), collections.Counter()
+    for e in events:
+        name = e["name"]
+        if name.startswith(("$", "end: ")) or any(s in name for s in NOT_OPS):
+            continue
+        kind = re.sub(r"\.\d+$", "", name)
+        total_us[kind] += e["dur"]
+        count[kind] += 1
+    return {k: (total_us[k] / calls / 1e3, count[k] / calls) for k in total_us}
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    model, recipe = bench.QWEN3_TINY, PrecisionRecipe.preset(bench._PRECISION.value)
+    params, _ = init_variables(model, recipe, jax.random.key(bench._SEED.value))
+    rng = np.random.default_rng(bench._SEED.value + 2)
+    prompts = bench.make_prompts(
+        bench._SAMPLER_BATCH.value, bench._PROMPT_LEN.value, model.vocab_size, rng
+    )
+
+    def call(seed: int) -> None:
+        out = bench.draw(params, model, recipe, prompts, jax.random.key(seed), 1)
+        np.asarray(out.response_mask)  # on the host, as the benchmark's call
+
+    call(0)  # compile
+    times = []
+    for i in range(_CALLS.value):
+        t = time.perf_counter()
+        call(i + 1)
+        times.append(time.perf_counter() - t)
+    median = statistics.median(times)
+    tokens = bench._SAMPLER_BATCH.value * bench._GEN_LEN.value
+    print(f"sampler call: median {median * 1e3:.1f} ms over {len(times)} calls "
+          f"({tokens / median:.0f} tokens/s)")  # fmt: skip
+
+    with tempfile.TemporaryDirectory() as trace_dir:
+        jax.profiler.start_trace(trace_dir)
+        for i in range(_TRACED.value):
+            call(1000 + i)
+        jax.profiler.stop_trace()
+        kinds = op_time_per_kind(trace_dir, _TRACED.value)
+    all_ms = sum(ms for ms, _ in kinds.values())
+    steps = bench._GEN_LEN.value  # decode steps per call (the prefill's ops count in with them)
+    print(f"op time per call {all_ms:.1f} ms; by kind (per call, share, times per decode step):")
+    for kind, (ms, n) in sorted(kinds.items(), key=lambda kv: -kv[1][0])[: _TOP.value]:
+        print(f"  {ms:7.2f} ms {ms / all_ms:6.1%} {n / steps:7.1f}x  {kind}")
+
+
+if __name__ == "__main__":
+    app.run(main)
