@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,11 +22,13 @@ REPO = HERE.parents[1]
 
 @dataclasses.dataclass
 class TinyTrain:
-    """experiments.train on `tiny_config(cache, train.steps=steps)`, one CPU device; the jax
-    compilation cache is shared by every run of a test session (seconds instead of a minute)."""
+    """experiments.train on `tiny_config(cache, train.steps=steps, **overrides)`, one CPU
+    device; the jax compilation cache is shared by every run of a test session (seconds instead
+    of a minute)."""
 
     root: Path
     steps: int
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.config = self.root / "tiny_train_config.py"
@@ -35,7 +38,7 @@ class TinyTrain:
             "from experiments_testutil import tiny_config\n\n"
             "def get_config():\n"
             f"    return tiny_config({str(self.root / 'cache')!r}, "
-            f"**{{'train.steps': {self.steps}}})\n"
+            f"**{{'train.steps': {self.steps}, **{self.overrides!r}}})\n"
         )
         self.env = {
             **os.environ,

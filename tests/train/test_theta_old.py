@@ -3,6 +3,8 @@ per-tensor scaling is measured apart from it (old log-probs under the update's c
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -15,8 +17,10 @@ BATCH_INVARIANT = ("fp32", "bf16", "fp8_channel", "fp8_block", "fp8_mx")  # per-
 BATCH_DEPENDENT = ("fp8_tensor", "fp8_delayed")  # per-tensor amax (delayed: empty history)
 
 
-def _update(preset: str, calibrate: bool = True, logprob_chunk: int | None = None):
-    calib = CalibrationConfig(enabled=calibrate, period=1, ema_beta=0.0)
+@functools.cache  # both tests read one run per preset (each run compiles its update step)
+def _update(preset: str, logprob_chunk: int | None):
+    """One RL step of 2 epochs x 4 minibatches, calibrating at every update after the first."""
+    calib = CalibrationConfig(enabled=True, period=1, ema_beta=0.0)
     cfg, tx, state = make_setup(preset, calibration=calib, lr=3e-2, logprob_chunk=logprob_chunk)
     step = jax.jit(make_update_step(TINY, cfg, tx), donate_argnums=0)
     updater = PPOUpdater(TINY, cfg, step, epochs=2, num_minibatches=4, ref_params=state.params)
@@ -28,7 +32,7 @@ def _update(preset: str, calibrate: bool = True, logprob_chunk: int | None = Non
     ("preset", "chunk"), [(p, None) for p in PRESETS] + [("bf16", 3), ("fp8_tensor", 5)]
 )
 def test_ratio_is_exactly_one_at_the_first_update(preset, chunk):
-    state, metrics, _ = _update(preset, logprob_chunk=chunk)
+    state, metrics, _ = _update(preset, chunk)
     first = metrics[0]
     assert first["at_theta_old"] == 1.0 and first["ratio_log_abs_max"] == 0.0
     assert first["clip_frac_lower_neg"] == 0.0 and first["clip_frac_upper_pos"] == 0.0
@@ -43,7 +47,7 @@ def test_ratio_is_exactly_one_at_the_first_update(preset, chunk):
 
 @pytest.mark.parametrize("preset", BATCH_INVARIANT + BATCH_DEPENDENT)
 def test_composition_effect_is_measured_where_scales_span_the_batch(preset):
-    _, metrics, probed = _update(preset, calibrate=False)
+    _, metrics, probed = _update(preset, None)
     gap = metrics[0]["composition_logp_max"]
     print(f"{preset}: composition_logp_max = {gap:.2e}")
     if preset in BATCH_INVARIANT:  # float32 summation order of other shapes at most
