@@ -2,18 +2,18 @@
 CPU backend at LLVM optimization level 0, and one persistent compilation cache shared by the test
 workers and the runs they launch as subprocesses.
 
-Most test time is compilation of tiny programs. Level 0 compiles them faster
-(`tests/train/test_theta_old.py` alone: 156 s -> 121 s; the Python 3.12 suite on two workers:
+Most test time is compilation of tiny programs. Level 0 compiles them faster (at `611ffc3`:
+`tests/train/test_theta_old.py` alone: 156 s -> 121 s; the Python 3.12 suite on two workers:
 684 s -> 362 s, two sharding tests fewer) and leaves XLA's own passes (fusion, layout) as
 they are; runs and benchmarks keep the default level.
 
 XLA keys each cache entry on the program, the compile options and the jax version, so a hit
 returns the executable a fresh compile would have built. A cold run gains little from it; a
-rerun does (`test_theta_old.py`: 167 s cold, 39 s warm). One full run adds about 55 MB; delete
-the directory to reclaim it. It has no size bound: with one (jax's LRU eviction, which lists the
-whole directory under a file lock at every write) the Python 3.11 tests took 1274 s in CI, and
-733 s without in the run after it. Set CALCLIP_TEST_COMPILE_CACHE=0 to compile everything
-afresh.
+rerun does (at `018e760`, `test_theta_old.py`: 167 s cold, 39 s warm). One full run adds
+about 55 MB; delete the directory to reclaim it. It has no size bound: with one (jax's LRU
+eviction, which lists the whole directory under a file lock at every write) the Python 3.11
+tests took 1274 s in CI, and 733 s without in the run after it. Set
+CALCLIP_TEST_COMPILE_CACHE=0 to compile everything afresh.
 """
 
 import os

@@ -37,7 +37,6 @@ def _overrides(checkpoint: str) -> dict:
         "rollout.prompts_per_step": 4,  # 8 rows: one minibatch over the 8 test devices
         "rollout.samples_per_prompt": 2,
         "train.num_minibatches": 1,
-        "train.steps": 2,
         "eval.every": 2,
         "eval.num_prompts": 2,
         "log.ratios_every": 2,
