@@ -48,28 +48,21 @@ def _params(config, recipe, seed: int = 0):
     return Transformer(config, recipe).init(jax.random.key(seed), *args)["params"]
 
 
-def _both(config, recipe, params, batch, chunk, temperature):
-    """(full, chunked) (logp, entropy) from the same params."""
+def _full_and_hidden(config, recipe, params, batch, temperature):
+    """The unchunked (logp, entropy) and the final hidden states, from the same params."""
     model = Transformer(config, recipe)
     args = (batch["tokens"], batch["positions"], batch["attn_mask"])
     logits, _ = model.apply({"params": params}, *args)
     hidden, _ = model.apply({"params": params}, *args, return_hidden=True)
     full = token_logprobs_and_entropy(logits, batch["tokens"], batch["response_mask"], temperature)
-    chunked = chunked_token_logprobs_and_entropy(
-        hidden,
-        lm_head_weight(config, params),
-        lm_head_dot(config, recipe),
-        batch["tokens"],
-        batch["response_mask"],
-        temperature,
-        chunk,
-    )
-    return full, chunked
+    return full, hidden
 
 
 class ChunkedTest(chex.TestCase):
     @chex.variants(with_jit=True, without_jit=True)
     def test_equals_unchunked(self):
+        """The chunked computation (the variant: jitted or not) against the unchunked one,
+        computed once per model (jitted) from the same parameters."""
         batch = _batch()
         for tied, preset, temperature in (
             (True, "bf16", 1.0),
@@ -80,9 +73,19 @@ class ChunkedTest(chex.TestCase):
             config = variant(TINY, tie_embeddings=tied)
             recipe = PrecisionRecipe.preset(preset)
             params = _params(config, recipe)
+            (lp, ent), hidden = jax.jit(
+                functools.partial(
+                    _full_and_hidden, config, recipe, batch=batch, temperature=temperature
+                )
+            )(params)
+            head = lm_head_dot(config, recipe)
             for chunk in (1, 3, 4, 10, 64, None):
-                fn = lambda p, c=chunk: _both(config, recipe, p, batch, c, temperature)  # noqa: B023
-                (lp, ent), (clp, cent) = self.variant(fn)(params)
+                tokens, mask = batch["tokens"], batch["response_mask"]
+                fn = functools.partial(
+                    chunked_token_logprobs_and_entropy, head=head, tokens_BT=tokens,
+                    mask_BT=mask, temperature=temperature, chunk=chunk,
+                )  # fmt: skip
+                clp, cent = self.variant(fn)(hidden, lm_head_weight(config, params))
                 chex.assert_shape([clp, cent], (B, T))
                 chex.assert_type([clp, cent], jnp.float32)
                 np.testing.assert_allclose(clp, lp, atol=1e-5, rtol=0, err_msg=str(chunk))

@@ -53,3 +53,11 @@ def test_wheel_holds_only_calclip_jax(tmp_path):
     (wheel,) = tmp_path.glob("calclip_jax-*.whl")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"calclip_jax"}
+
+
+def test_ci_runs_the_readme_test_command():
+    """`.ci/run` runs the README's test command verbatim (the second of its two commands)."""
+    readme = (REPO / "README.md").read_text()
+    commands = re.findall(r"```bash\n(python3 -m venv \.venv && [^\n]+)\n```", readme)
+    assert len(commands) == 2 and "pytest" in commands[1], commands
+    assert f"TEST_CMD='{commands[1]}'" in (REPO / ".ci" / "run").read_text()
