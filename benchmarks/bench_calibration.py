@@ -75,6 +75,7 @@ def main(argv: list[str]) -> None:
             calibration=calib,
             temperature=1.0,
             logprob_chunk=None,
+            shared_prompt=None,
         )
         params, meta = init_variables(model_cfg, cfg.recipe, jax.random.key(0))
         tx = make_optimizer(TrainConfig(learning_rate=1e-5))

@@ -37,6 +37,7 @@ from benchmarks.machine_noise import cpu_noise, cpu_sample, is_noisy, wait_for_i
 from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
+from calclip_jax.model.shared_prompt import PromptGroups
 from calclip_jax.rl.advantages import grpo_advantages
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.corrections import CorrectionConfig
@@ -67,6 +68,9 @@ _MINIBATCHES = flags.DEFINE_integer("minibatches", 1, "Updates per rollout batch
 _PRECISION = flags.DEFINE_string("precision", "fp32", "Rollout and trainer precision preset.")
 _SAMPLER_BATCH = flags.DEFINE_integer("sampler_batch", 64, "Sequences of the sampler section.")
 _SAMPLER_ITERS = flags.DEFINE_integer("sampler_iters", 10, "Timed sampler calls.")
+_SHARE_PROMPT = flags.DEFINE_bool(
+    "share_prompt", False, "train.share_prompt: each group's prompt run once in the trainer."
+)
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the parameters, prompts and samples.")
 _WAIT_IDLE = flags.DEFINE_float("wait_idle", 60.0, "Seconds to wait for an idle machine.")
 
@@ -135,7 +139,8 @@ def build(
         get_preset("grpo"), kl_beta=_BETA.value, correction=CorrectionConfig("none")
     )
     calibration = CalibrationConfig() if calibration is None else calibration
-    update_cfg = UpdateConfig(recipe, rl, calibration, _TEMPERATURE.value, None)
+    groups = PromptGroups(_GROUP.value, _GEN_LEN.value) if _SHARE_PROMPT.value else None
+    update_cfg = UpdateConfig(recipe, rl, calibration, _TEMPERATURE.value, None, groups)
     train_cfg = TrainConfig(
         precision=_PRECISION.value,
         learning_rate=_LR.value,
@@ -271,6 +276,7 @@ def main(argv: list[str]) -> None:
         "library": "calclip_jax",
         "versions": {"jax": jax.__version__, "python": sys.version.split()[0]},
         "precision": _PRECISION.value,
+        "share_prompt": _SHARE_PROMPT.value,
         "n_params": n_params(model, recipe),
         "wait_idle": wait_for_idle(_WAIT_IDLE.value, log) if _WAIT_IDLE.value > 0 else None,
         "cpu_noise": {},

@@ -85,7 +85,7 @@ def main(argv: list[str]) -> None:
         }
         n = batch["tokens"].shape[0]
         batch["advantages"] = np.where(np.arange(n) % 2, 1.0, -1.0).astype(np.float32)
-        update = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, _CHUNK.value)
+        update = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, _CHUNK.value, None)
         state = create_train_state(params, meta, tx, rl.clip_bounds)
         step = jax.jit(make_update_step(cfg, update, tx))
         mb = PPOUpdater(cfg, update, step, num_minibatches=1).prepare(

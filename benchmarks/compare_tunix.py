@@ -33,6 +33,9 @@ _TUNIX_PYTHON = flags.DEFINE_string(
 )
 _WAIT_IDLE = flags.DEFINE_float("wait_idle", 60.0, "Seconds each run waits for an idle machine.")
 _EXTRA = flags.DEFINE_list("bench_flags", [], "Flags passed to both benchmarks (e.g. steps=10).")
+_OURS = flags.DEFINE_list(
+    "calclip_flags", [], "Flags passed to bench_grpo_step only (e.g. share_prompt)."
+)
 
 
 def run_json(cmd: list[str]) -> dict[str, Any]:
@@ -77,7 +80,11 @@ def main(argv: list[str]) -> None:
             sys.exit(f"{path} not found: run `bash {_ANCHORS.value}/tunix_setup.sh` first")
     extra = [f"--{f}" for f in _EXTRA.value] + [f"--wait_idle={_WAIT_IDLE.value}"]
     commands = {
-        "calclip_jax": [sys.executable, "-m", "benchmarks.bench_grpo_step", *extra],
+        "calclip_jax": [
+            *(sys.executable, "-m", "benchmarks.bench_grpo_step"),
+            *extra,
+            *(f"--{f}" for f in _OURS.value),
+        ],
         "tunix": [_TUNIX_PYTHON.value, tunix_bench, "--quiet", *extra],
     }
     pairs = []

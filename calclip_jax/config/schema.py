@@ -105,6 +105,7 @@ class TrainConfig:
     eps: float = 1e-8  # AdamW
     grad_clip_norm: float | None = 1.0  # global-norm clipping; None = off
     logprob_chunk: int | None = None  # positions per lm_head + log-softmax chunk; None = whole
+    share_prompt: bool = False  # run each group's prompt once in the trainer's forwards
 
     def __post_init__(self) -> None:
         at_least(self, 1, "steps", "ppo_epochs", "num_minibatches", "logprob_chunk")

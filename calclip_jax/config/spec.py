@@ -22,6 +22,7 @@ from calclip_jax.fp8 import PRESETS, PrecisionRecipe
 from calclip_jax.fp8.vocabulary import SCALED_FORMATS
 from calclip_jax.model import ModelConfig, load_hf_tokenizer, resolve_checkpoint
 from calclip_jax.model.checkpoints import checkpoint_config
+from calclip_jax.model.shared_prompt import PromptGroups
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.presets import RLPreset, get_preset
 
@@ -42,6 +43,7 @@ class UpdateConfig:
     calibration: CalibrationConfig
     temperature: float  # the sampler's: log-probs are of softmax(logits / temperature)
     logprob_chunk: int | None  # positions per log-prob chunk (`batch_logprobs`); None = whole
+    shared_prompt: PromptGroups | None  # rows grouped per prompt, run once (`batch_logprobs`)
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
@@ -50,6 +52,8 @@ class UpdateConfig:
             raise ValueError(f"logprob_chunk must be >= 1 or None, got {self.logprob_chunk}")
         if self.calibration.enabled:
             PrecisionRecipe.preset(self.calibration.shadow_precision)  # validates the name
+        if self.shared_prompt is not None and self.recipe.any_delayed:
+            raise ValueError("a shared-prompt forward takes no delayed-scaling trainer recipe")
 
     @property
     def shadow_recipe(self) -> PrecisionRecipe:
@@ -139,6 +143,24 @@ def check_sampling(run: RunConfig, rl: RLPreset) -> None:
         )
 
 
+def shared_prompt(run: RunConfig, train_recipe: PrecisionRecipe) -> PromptGroups | None:
+    """The prompt groups of `train.share_prompt`: every minibatch must hold whole groups."""
+    if not run.train.share_prompt:
+        return None
+    r, t = run.rollout, run.train
+    if r.prompts_per_step % t.num_minibatches:
+        raise ConfigError(
+            f"train.share_prompt: rollout.prompts_per_step={r.prompts_per_step} groups do not "
+            f"split into train.num_minibatches={t.num_minibatches} minibatches of whole groups"
+        )
+    if train_recipe.any_delayed:
+        raise ConfigError(
+            f"train.share_prompt: train.precision={t.precision!r} has delayed scaling, whose "
+            "amax histories would observe two forwards per update"
+        )
+    return PromptGroups(r.samples_per_prompt, r.max_new_tokens)
+
+
 def check_calibration(run: RunConfig, rl: RLPreset) -> None:
     """The shadow precision is a preset; a set `upper_max` caps the calibrated upper bound, so it
     may not lie below the static one (1 + eps_high), which calibration reproduces when the FP8
@@ -202,6 +224,7 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
         calibration=run.calibration,
         temperature=float(run.rollout.temperature),
         logprob_chunk=run.train.logprob_chunk,
+        shared_prompt=shared_prompt(run, train_recipe),
     )
     cache_dir = run.sft.cache_dir or default_cache_dir()
     return RunSpec(
@@ -232,5 +255,8 @@ def resolved_record(spec: RunSpec) -> dict[str, Any]:
         "checkpoint": spec.checkpoint,
         "updates_per_rl_step": spec.config.train.updates_per_rl_step,
         "rollout_batch": spec.config.rollout.batch_size,
+        "shared_prompt": (
+            None if spec.update.shared_prompt is None else vars(spec.update.shared_prompt)
+        ),
     }
     return record

@@ -5,7 +5,9 @@ A rerun may change, without refusal, the knobs that do not change what a step co
 cadences, the progress bar, the surge test) and the cache locations `sft.cache_dir`,
 `task.data_dir`. Any other change, or fewer `train.steps`, is refused with the list of changed
 keys unless the caller allows it (`--allow_config_change`); config.json then records each
-change under "config_changes" with the RL step it took effect after.
+change under "config_changes" with the RL step it took effect after. A knob that config.json
+lacks (added to the schema after the run began) is unchanged where it is at its default: a new
+knob's default is the behaviour from before it (`train.share_prompt=False`, say).
 """
 
 from __future__ import annotations
@@ -48,14 +50,17 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
-    """Dotted key -> (old, new) for every knob that differs (ABSENT where a side lacks it)."""
+    """Dotted key -> (old, new) for every knob that differs (ABSENT where a side lacks it), but
+    for knobs `old` lacks that `new` holds at their schema default."""
     skip = (R.RESOLVED, CHANGES_KEY)
     a = flatten({k: v for k, v in old.items() if k not in skip})
     b = flatten({k: v for k, v in json.loads(json.dumps(new)).items() if k not in skip})
+    defaults = flatten(config_knobs(RunConfig()))
+    added_at_default = lambda k: k not in a and k in defaults and b.get(k, ABSENT) == defaults[k]
     return {
         k: (a.get(k, ABSENT), b.get(k, ABSENT))
         for k in sorted(a.keys() | b.keys())
-        if a.get(k, ABSENT) != b.get(k, ABSENT)
+        if a.get(k, ABSENT) != b.get(k, ABSENT) and not added_at_default(k)
     }
 
 

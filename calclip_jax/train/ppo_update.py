@@ -29,6 +29,7 @@ import numpy as np
 from calclip_jax.config.spec import UpdateConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
+from calclip_jax.model.shared_prompt import PromptGroups, check_prompt_groups
 from calclip_jax.rl.calibration import calibrating_rl_step
 from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.multihost import to_host, tree_to_host
@@ -51,14 +52,23 @@ def make_logprob_fn(
     recipe: PrecisionRecipe,
     temperature: float = 1.0,
     chunk: int | None = None,
+    shared_prompt: PromptGroups | None = None,
 ) -> Callable:
     """Jitted (params, fp8_meta, batch) -> logp_BT under `recipe`, no gradient, no state update;
-    `chunk` as in `batch_logprobs` (the update step's, so old log-probs are the same program)."""
+    `chunk` and `shared_prompt` as in `batch_logprobs` (the update step's, so old log-probs are
+    the same program)."""
 
     @jax.jit
     def logprobs(params: Any, fp8_meta: Any, batch: dict[str, jax.Array]) -> jax.Array:
         logp_BT, _, _ = batch_logprobs(
-            model_config, recipe, params, fp8_meta, batch, temperature=temperature, chunk=chunk
+            model_config,
+            recipe,
+            params,
+            fp8_meta,
+            batch,
+            temperature=temperature,
+            chunk=chunk,
+            shared_prompt=shared_prompt,
         )
         return logp_BT
 
@@ -71,7 +81,7 @@ def make_minibatch_forwards(model_config: ModelConfig, cfg: UpdateConfig) -> Cal
     recipe at theta_old), "ref_logp" (trainer recipe at the KL reference `ref_params`). The
     forwards a minibatch needs before its update in one program, each the same computation as
     `make_logprob_fn`'s (a test checks them bitwise)."""
-    temp, chunk = cfg.temperature, cfg.logprob_chunk
+    temp, chunk, shared = cfg.temperature, cfg.logprob_chunk, cfg.shared_prompt
 
     @functools.partial(jax.jit, static_argnames="wants")
     def forwards(
@@ -87,7 +97,14 @@ def make_minibatch_forwards(model_config: ModelConfig, cfg: UpdateConfig) -> Cal
         for name in wants:
             recipe, p, meta = runs[name]
             out[name] = batch_logprobs(
-                model_config, recipe, p, meta, inputs, temperature=temp, chunk=chunk
+                model_config,
+                recipe,
+                p,
+                meta,
+                inputs,
+                temperature=temp,
+                chunk=chunk,
+                shared_prompt=shared,
             )[0]
         return out
 
@@ -134,8 +151,9 @@ class PPOUpdater:
     def __post_init__(self) -> None:
         cfg = self.update_config
         mc, temp, chunk = self.model_config, cfg.temperature, cfg.logprob_chunk
-        self._logp = make_logprob_fn(mc, cfg.recipe, temp, chunk)
-        self._shadow_logp = make_logprob_fn(mc, cfg.shadow_recipe, temp, chunk)
+        shared = cfg.shared_prompt
+        self._logp = make_logprob_fn(mc, cfg.recipe, temp, chunk, shared)
+        self._shadow_logp = make_logprob_fn(mc, cfg.shadow_recipe, temp, chunk, shared)
         self._forwards = make_minibatch_forwards(mc, cfg)
 
     def calibrates(self, rl_step: int) -> bool:
@@ -144,15 +162,21 @@ class PPOUpdater:
         return calib.enabled and calibrating_rl_step(rl_step, calib.period)
 
     def plan(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
-        """Row indices of every update of the batch: per epoch a permutation, split in order."""
-        if n % self.num_minibatches:
+        """Row indices of every update of the batch: per epoch a permutation, split in order.
+        With `shared_prompt`, a permutation of whole groups (each group's rows in order)."""
+        groups = self.update_config.shared_prompt
+        g = 1 if groups is None else groups.group_size
+        if n % (self.num_minibatches * g):
             raise ValueError(
                 f"rollout batch {n} not divisible into {self.num_minibatches} minibatches"
+                + ("" if g == 1 else f" of whole groups of {g}")
             )
         size = n // self.num_minibatches
         plan = []
         for _ in range(self.epochs):
-            order = rng.permutation(n)
+            order = rng.permutation(n // g)
+            if g > 1:
+                order = (order[:, None] * g + np.arange(g)).reshape(-1)
             plan += [order[i * size : (i + 1) * size] for i in range(self.num_minibatches)]
         return plan
 
@@ -177,6 +201,8 @@ class PPOUpdater:
         if missing:
             raise KeyError(f"rollout batch lacks {missing}")
         batch = {k: np.asarray(v) for k, v in rollout.items()}
+        if self.update_config.shared_prompt is not None:
+            check_prompt_groups(batch, self.update_config.shared_prompt)
         kl = self.update_config.rl.kl_beta > 0
         if kl and self.ref_params is None and "ref_logp" not in batch:
             raise ValueError("kl_beta > 0 needs PPOUpdater.ref_params or rollout['ref_logp']")

@@ -65,7 +65,7 @@ def make_update_step(
     """The un-jitted step(state, batch, flags); flags from `update_flags`. See `jit_update_step`
     for the sharded, donated version."""
     rl, calib = cfg.rl, cfg.calibration
-    temperature, chunk = cfg.temperature, cfg.logprob_chunk
+    temperature, chunk, shared = cfg.temperature, cfg.logprob_chunk, cfg.shared_prompt
     static_bounds = tuple(jnp.float32(b) for b in rl.clip_bounds)
     use_kl = rl.kl_beta > 0
 
@@ -79,6 +79,7 @@ def make_update_step(
                 batch,
                 temperature=temperature,
                 chunk=chunk,
+                shared_prompt=shared,
             )
             return logp_BT
 
@@ -111,6 +112,7 @@ def make_update_step(
                 update_fp8_meta=True,
                 temperature=temperature,
                 chunk=chunk,
+                shared_prompt=shared,
             )
             own_BT = lax.stop_gradient(logp_BT)
             old_logp_BT = jnp.where(at_old, own_BT, batch["old_logp"])

@@ -120,3 +120,24 @@ def test_logprob_chunk_reaches_the_update_config():
     assert spec.config.train.logprob_chunk == 64 and spec.update.logprob_chunk == 64
     with pytest.raises(ConfigError, match="logprob_chunk"):
         build_run_spec(_cli_config(["--config=configs/dapo.py", "--config.train.logprob_chunk=0"]))
+
+
+def test_share_prompt_reaches_the_update_config():
+    """train.share_prompt: off by default (None); on, groups of rollout.samples_per_prompt rows
+    with rollout.max_new_tokens response columns, recorded in the resolved section; refused
+    where a minibatch would split a group and with delayed scaling."""
+    assert build_run_spec(base_config()).update.shared_prompt is None
+    on = ["--config=configs/dapo.py:bf16", "--config.train.share_prompt=True"]
+    spec = build_run_spec(_cli_config(on))
+    r = spec.config.rollout
+    groups = spec.update.shared_prompt
+    assert (groups.group_size, groups.response_len) == (r.samples_per_prompt, r.max_new_tokens)
+    assert resolved_record(spec)["shared_prompt"] == {
+        "group_size": r.samples_per_prompt,
+        "response_len": r.max_new_tokens,
+    }
+    split = [*on, "--config.rollout.prompts_per_step=3", "--config.train.num_minibatches=2"]
+    with pytest.raises(ConfigError, match="whole groups"):
+        build_run_spec(_cli_config(split))
+    with pytest.raises(ConfigError, match="delayed"):
+        build_run_spec(_cli_config([*on, "--config.train.precision=fp8_delayed"]))

@@ -35,11 +35,11 @@ HEADLINE = (
     "grad_norm",
 )
 
-ARMS = [
-    ("grpo", "bf16", "bf16", False),
-    ("grpo", "fp8_block", "fp8_block", True),
-    ("dapo", "fp8_tensor", "fp8_tensor", False),
-    ("dapo", "bf16", "fp8_channel", True),
+ARMS = [  # (rl.preset, rollout.precision, train.precision, calibration.enabled, share_prompt)
+    ("grpo", "bf16", "bf16", False, False),
+    ("grpo", "fp8_block", "fp8_block", True, False),
+    ("dapo", "fp8_tensor", "fp8_tensor", False, False),
+    ("dapo", "bf16", "fp8_channel", True, True),  # DAPO's refilled groups, prompt run once
 ]
 
 
@@ -48,8 +48,8 @@ def sft_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("sft_cache"))
 
 
-@pytest.mark.parametrize(("algo", "rollout", "train", "calib"), ARMS)
-def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
+@pytest.mark.parametrize(("algo", "rollout", "train", "calib", "share"), ARMS)
+def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib, share):
     config = tiny_config(
         sft_cache,
         **{
@@ -57,6 +57,7 @@ def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
             "rollout.precision": rollout,
             "train.precision": train,
             "calibration.enabled": calib,
+            "train.share_prompt": share,
         },
     )
     summary = run_experiment(config, str(tmp_path), log=lambda _: None)
@@ -73,6 +74,8 @@ def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib):
     if algo == "grpo":
         assert all(math.isfinite(r["kl_ref"]) for r in rows)
     assert summary["final_step"] == 3
+    resolved = R.load_config(str(tmp_path))[R.RESOLVED]
+    assert resolved["shared_prompt"] == ({"group_size": 4, "response_len": 4} if share else None)
     dumps = ("samples/step_000001.txt", "ratios/step_000002.npz")
     for name in ("config.json", "summary.json", *dumps):
         assert os.path.exists(tmp_path / name), name

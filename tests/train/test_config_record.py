@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from calclip_jax.analysis import run_record as R
@@ -33,6 +35,17 @@ def workdir(tmp_path):
 def test_new_workdir_and_same_config_pass(tmp_path, workdir):
     assert check_config(str(tmp_path / "new"), _config(), allow=False) == {}
     assert check_config(str(workdir), _config(), allow=False) == {}
+
+
+def test_a_knob_added_after_the_run_began_passes_at_its_default(workdir):
+    """config.json of a run begun before train.share_prompt existed: the default (off, the
+    behaviour before it) is no change, turning it on is."""
+    stored = R.load_config(str(workdir))
+    del stored["train"]["share_prompt"]
+    (workdir / R.CONFIG_FILE).write_text(json.dumps(stored))
+    assert check_config(str(workdir), _config(), allow=False) == {}
+    with pytest.raises(ConfigChangeError, match=r"train.share_prompt: '<absent>' -> True"):
+        check_config(str(workdir), _config(**{"train.share_prompt": True}), allow=False)
 
 
 def test_changed_values_are_refused_naming_every_key(workdir):

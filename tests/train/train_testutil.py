@@ -29,14 +29,25 @@ TINY = ModelConfig(
 
 
 def rollout_batch(
-    batch: int = 8, prompt: int = 4, response: int = 8, seed: int = 0, vocab: int = 32
+    batch: int = 8,
+    prompt: int = 4,
+    response: int = 8,
+    seed: int = 0,
+    vocab: int = 32,
+    group: int = 1,
 ) -> dict[str, np.ndarray]:
-    """Left-padded prompts + responses with ragged lengths, +-1 advantages, noisy rollout logp."""
+    """Left-padded prompts + responses with ragged lengths, +-1 advantages, noisy rollout logp.
+    With `group` > 1, rows i*group .. i*group+group-1 share prompt i (its tokens and padding:
+    i % prompt pad columns), as the sampler lays out a group."""
     rng = np.random.default_rng(seed)
     t = prompt + response
     tokens = rng.integers(3, vocab, size=(batch, t)).astype(np.int32)
     attn = np.ones((batch, t), np.int32)
     attn[::2, 0] = 0  # left padding on every other row
+    if group > 1:
+        pad_R = np.repeat(np.arange(batch // group) % prompt, group)
+        attn[:, :prompt] = np.arange(prompt)[None] >= pad_R[:, None]
+        tokens[:, :prompt] = np.repeat(tokens[::group, :prompt], group, axis=0)
     tokens[attn == 0] = 0
     resp = np.zeros((batch, t), np.int32)
     lengths = rng.integers(2, response + 1, size=batch)
@@ -66,6 +77,7 @@ def make_setup(
         "calibration": CalibrationConfig(),
         "temperature": 1.0,
         "logprob_chunk": None,
+        "shared_prompt": None,
     }
     update_cfg = UpdateConfig(recipe=PrecisionRecipe.preset(recipe), **{**fields, **step_kwargs})
     import jax
