@@ -61,7 +61,7 @@ def test_shared_prompt_logprobs_match_the_whole_sequence(preset, atol):
 
 def test_shared_prompt_fp8_tensor_scaling_is_no_worse():
     """Per-tensor current scaling takes its amax per part (prompt rows, response rows): other
-    scales, so other log-probs (measured: up to 0.37 apart), but as close to float32's as the
+    scales, so other log-probs (measured: up to 0.59 apart), but as close to float32's as the
     whole-sequence FP8 forward's (mean |error| within 1.5x of it)."""
     mask = grouped_batch()["response_mask"].astype(bool)
     ref = np.asarray(logprobs("fp32", shared=False)[0])[mask]
