@@ -21,6 +21,7 @@ from calclip_jax.config import TrainConfig, UpdateConfig
 from calclip_jax.data import GGUFTokenizer
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import load_checkpoint
+from calclip_jax.model.shared_prompt import PromptGroups
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.presets import get_preset
 from calclip_jax.rollout import sample
@@ -41,6 +42,9 @@ _PROMPTS = flags.DEFINE_integer("prompts", 4, "Prompts per rollout batch.")
 _SAMPLES = flags.DEFINE_integer("samples", 4, "Samples per prompt.")
 _NEW = flags.DEFINE_integer("new_tokens", 32, "Generated tokens per sample.")
 _CHUNK = flags.DEFINE_integer("logprob_chunk", None, "train.logprob_chunk of the update.")
+_SHARE = flags.DEFINE_bool(
+    "share_prompt", False, "Also time the update with train.share_prompt (delayed scaling: not)."
+)
 
 
 def _prompts(tok: GGUFTokenizer, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -58,6 +62,22 @@ def _timed(fn):
     start = time.perf_counter()
     out = jax.block_until_ready(fn())
     return out, time.perf_counter() - start
+
+
+def _update_time(cfg, recipe, rl, tx, params, meta, batch, groups: PromptGroups | None) -> float:
+    """Seconds of one jitted GRPO update on the whole batch (after its compile)."""
+    update = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, _CHUNK.value, groups)
+    state = create_train_state(params, meta, tx, rl.clip_bounds)
+    step = jax.jit(make_update_step(cfg, update, tx))
+    n = batch["tokens"].shape[0]
+    mb = PPOUpdater(cfg, update, step, num_minibatches=1).prepare(
+        state, batch, [np.arange(n)], calibrate=False
+    )[0]
+    flags_ = update_flags(False, False)
+    jax.block_until_ready(step(state, mb, flags_))  # compile (the state is not donated)
+    start = time.perf_counter()
+    jax.block_until_ready(step(state, mb, flags_))
+    return time.perf_counter() - start
 
 
 def main(argv: list[str]) -> None:
@@ -85,30 +105,26 @@ def main(argv: list[str]) -> None:
         }
         n = batch["tokens"].shape[0]
         batch["advantages"] = np.where(np.arange(n) % 2, 1.0, -1.0).astype(np.float32)
-        update = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, _CHUNK.value, None)
-        state = create_train_state(params, meta, tx, rl.clip_bounds)
-        step = jax.jit(make_update_step(cfg, update, tx))
-        mb = PPOUpdater(cfg, update, step, num_minibatches=1).prepare(
-            state, batch, [np.arange(n)], calibrate=False
-        )[0]
-        flags_ = update_flags(False, False)
-        jax.block_until_ready(step(state, mb, flags_))  # compile (the state is not donated)
-        start = time.perf_counter()
-        jax.block_until_ready(step(state, mb, flags_))
-        t_update = time.perf_counter() - start
-        rows.append((name, n_tokens / t_roll, t_roll, t_update))
-        print(f"{name}: rollout {t_roll:.2f} s, update {t_update:.2f} s", flush=True)
+        t_update = _update_time(cfg, recipe, rl, tx, params, meta, batch, None)
+        t_shared = float("nan")
+        if _SHARE.value and not recipe.any_delayed:
+            groups = PromptGroups(_SAMPLES.value, _NEW.value)
+            t_shared = _update_time(cfg, recipe, rl, tx, params, meta, batch, groups)
+        rows.append((name, n_tokens / t_roll, t_roll, t_update, t_shared))
+        print(f"{name}: rollout {t_roll:.2f} s, update {t_update:.2f} s, shared prompt "
+              f"{t_shared:.2f} s", flush=True)  # fmt: skip
     base = {r[0]: r for r in rows}.get("bf16", rows[0])
     print(
         f"\nSmolLM2-135M-Instruct, {_PROMPTS.value} x {_SAMPLES.value} samples, prompt "
         f"{prompt.shape[1]} + {_NEW.value} new tokens, logprob_chunk {_CHUNK.value}"
     )
-    print("| recipe | rollout tokens/s | rollout s | vs bf16 | update s | vs bf16 |")
-    print("|---|---|---|---|---|---|")
-    for name, tps, t_roll, t_upd in rows:
+    print("| recipe | rollout tokens/s | rollout s | vs bf16 | update s | vs bf16 |"
+          " update s, share_prompt | vs whole sequence |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for name, tps, t_roll, t_upd, t_sh in rows:
         print(
             f"| {name} | {tps:.0f} | {t_roll:.2f} | {t_roll / base[2]:.2f}x | {t_upd:.2f} | "
-            f"{t_upd / base[3]:.2f}x |"
+            f"{t_upd / base[3]:.2f}x | {t_sh:.2f} | {t_sh / t_upd:.2f}x |"
         )
 
 

@@ -33,7 +33,10 @@ def params_of(preset: str):
     return init_variables(MODEL, PrecisionRecipe.preset(preset), jax.random.key(1))[0]
 
 
-def logprobs(preset: str, shared: bool, chunk: int | None = None, params=None) -> jax.Array:
+def logprobs(
+    preset: str, shared: bool, chunk: int | None = None, params=None
+) -> tuple[jax.Array, jax.Array]:
+    """(logp_BT, entropy_BT) of the grouped batch, jitted op by op (not as one program)."""
     batch = grouped_batch()
     params = params_of(preset) if params is None else params
     groups = PromptGroups(G, N) if shared else None
