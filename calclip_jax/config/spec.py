@@ -52,8 +52,6 @@ class UpdateConfig:
             raise ValueError(f"logprob_chunk must be >= 1 or None, got {self.logprob_chunk}")
         if self.calibration.enabled:
             PrecisionRecipe.preset(self.calibration.shadow_precision)  # validates the name
-        if self.shared_prompt is not None and self.recipe.any_delayed:
-            raise ValueError("a shared-prompt forward takes no delayed-scaling trainer recipe")
 
     @property
     def shadow_recipe(self) -> PrecisionRecipe:
@@ -143,7 +141,7 @@ def check_sampling(run: RunConfig, rl: RLPreset) -> None:
         )
 
 
-def shared_prompt(run: RunConfig, train_recipe: PrecisionRecipe) -> PromptGroups | None:
+def shared_prompt(run: RunConfig) -> PromptGroups | None:
     """The prompt groups of `train.share_prompt`: every minibatch must hold whole groups."""
     if not run.train.share_prompt:
         return None
@@ -153,11 +151,15 @@ def shared_prompt(run: RunConfig, train_recipe: PrecisionRecipe) -> PromptGroups
             f"train.share_prompt: rollout.prompts_per_step={r.prompts_per_step} groups do not "
             f"split into train.num_minibatches={t.num_minibatches} minibatches of whole groups"
         )
-    if train_recipe.any_delayed:
-        raise ConfigError(
-            f"train.share_prompt: train.precision={t.precision!r} has delayed scaling, whose "
-            "amax histories would observe two forwards per update"
-        )
+    presets = {"train.precision": t.precision}  # a preset's scaling (fwd_format keeps it)
+    if run.calibration.enabled:
+        presets["calibration.shadow_precision"] = run.calibration.shadow_precision
+    for key, name in presets.items():
+        if PrecisionRecipe.preset(name).any_delayed:
+            raise ConfigError(
+                f"train.share_prompt: {key}={name!r} has delayed scaling, whose amax histories "
+                "would observe two forwards per update"
+            )
     return PromptGroups(r.samples_per_prompt, r.max_new_tokens)
 
 
@@ -224,7 +226,7 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
         calibration=run.calibration,
         temperature=float(run.rollout.temperature),
         logprob_chunk=run.train.logprob_chunk,
-        shared_prompt=shared_prompt(run, train_recipe),
+        shared_prompt=shared_prompt(run),
     )
     cache_dir = run.sft.cache_dir or default_cache_dir()
     return RunSpec(

@@ -141,3 +141,9 @@ def test_share_prompt_reaches_the_update_config():
         build_run_spec(_cli_config(split))
     with pytest.raises(ConfigError, match="delayed"):
         build_run_spec(_cli_config([*on, "--config.train.precision=fp8_delayed"]))
+    shadow = [
+        "--config.calibration.enabled=True",
+        "--config.calibration.shadow_precision=fp8_delayed",
+    ]
+    with pytest.raises(ConfigError, match=r"calibration\.shadow_precision='fp8_delayed'"):
+        build_run_spec(_cli_config([*on, *shadow]))
