@@ -53,6 +53,7 @@ from calclip_jax.train import (
 )
 from calclip_jax.train.mesh import make_mesh
 from calclip_jax.train.ppo_update import minibatch_keys
+from calclip_jax.train.run_info import cpu_description
 from calclip_jax.train.sharded import jit_update_step, shard_state
 
 _STEPS = flags.DEFINE_integer("steps", 20, "Measured GRPO steps (after the warm-up).")
@@ -275,6 +276,7 @@ def main(argv: list[str]) -> None:
     result: dict[str, Any] = {
         "library": "calclip_jax",
         "versions": {"jax": jax.__version__, "python": sys.version.split()[0]},
+        "cpu": cpu_description(),
         "precision": _PRECISION.value,
         "share_prompt": _SHARE_PROMPT.value,
         "n_params": n_params(model, recipe),

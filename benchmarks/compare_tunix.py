@@ -5,8 +5,9 @@ Run from the repo root (Tunix's venv first, once: ``bash ../shared/anchors/tunix
 `benchmarks/bench_grpo_step.py` and the anchor's `tunix_grpo_bench.py` as two fresh processes
 (their order alternates from pair to pair), each after waiting for an idle machine; a run that
 other processes disturbed (> 0.1 core) is repeated once. Prints one line per pair and a final
-JSON line: the medians over pairs of each ratio, calclip_jax / Tunix (time: < 1 is faster;
-sampler tokens/s: > 1 is faster).
+JSON line: the machine's CPU and the medians over pairs of each ratio, calclip_jax / Tunix (time:
+< 1 is faster; sampler tokens/s: > 1 is faster). The ratios depend on the CPU (the README's
+figures name theirs).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from absl import app, flags
 
 from benchmarks.machine_noise import is_noisy
+from calclip_jax.train.run_info import cpu_description
 
 _PAIRS = flags.DEFINE_integer("pairs", 3, "Interleaved (calclip_jax, Tunix) pairs.")
 _ANCHORS = flags.DEFINE_string(
@@ -99,7 +101,8 @@ def main(argv: list[str]) -> None:
             figs = ", ".join(f"{k} {v:.4g}" for k, v in got[name].items())
             print(f"  {name}: {figs}", flush=True)
     median = {k: statistics.median(p["ratio"][k] for p in pairs) for k in pairs[0]["ratio"]}
-    print(json.dumps({"pairs": pairs, "median_ratio": median}), flush=True)
+    result = {"cpu": cpu_description(), "pairs": pairs, "median_ratio": median}
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ decoding and full recomputation see the same keys and values.
 Without a cache (the trainer: update step, old/reference log-probs) a recipe with bf16 activations
 runs attention through `jax.nn.dot_product_attention` (`fused_attention`: cuDNN flash attention
 on CUDA), whose bf16 output o_proj's bf16 GEMM would round to anyway. With a cache (the sampler's
-prefill and decode), for FP8 activations and for fp32 recipes, it is `attend` (`fuses_attention`).
+prefill and decode) it is `attend_cached` on the cache's layout; for FP8 activations and for fp32
+recipes without a cache, `attend` (`fuses_attention`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def attention_compute_dtype(recipe: PrecisionRecipe) -> jnp.dtype:
 def fuses_attention(recipe: PrecisionRecipe) -> bool:
     """Whether the full-sequence path uses `full_sequence_attention`: bf16 activations only. Its
     output is bf16-rounded, which o_proj's bf16 GEMM does anyway (the same logits as `attend`);
-    an FP8 o_proj would quantize the rounded values differently from the sampler's `attend`
+    an FP8 o_proj would quantize the rounded values differently from the sampler's `attend_cached`
     (measured: 0.27 logit), and cuDNN takes no float32."""
     return recipe.activations.dtype == "bf16"
 
@@ -44,23 +45,43 @@ def attend(
     q_BTNH: jax.Array, k_BSKH: jax.Array, v_BSKH: jax.Array, mask_BTS: jax.Array, dtype: jnp.dtype
 ) -> jax.Array:
     """Masked softmax attention with GQA; returns float32 [B, T, N, H]."""
+    return _attention(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype, "bskh", "bskh")
+
+
+def attend_cached(
+    q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKHS: jax.Array, mask_BTS: jax.Array, dtype: jnp.dtype
+) -> jax.Array:
+    """`attend` on the KV cache's layout (`kv_cache`: keys [B, K, S, H], values [B, K, H, S]):
+    the same matmuls without transposing the cache into their layout first."""
+    return _attention(q_BTNH, k_BKSH, v_BKHS, mask_BTS, dtype, "bksh", "bkhs")
+
+
+def _attention(
+    q_BTNH: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    mask_BTS: jax.Array,
+    dtype: jnp.dtype,
+    k_axes: str,
+    v_axes: str,
+) -> jax.Array:
     b, t, n, h = q_BTNH.shape
-    k_heads = k_BSKH.shape[2]
+    k_heads = k.shape[k_axes.index("k")]
     q_BTKRH = q_BTNH.reshape(b, t, k_heads, n // k_heads, h).astype(dtype)
     prec = jax.lax.Precision.HIGHEST if dtype == jnp.float32 else None
     scores_BKRTS = jnp.einsum(
-        "btkrh,bskh->bkrts",
+        f"btkrh,{k_axes}->bkrts",
         q_BTKRH,
-        k_BSKH.astype(dtype),
+        k.astype(dtype),
         preferred_element_type=jnp.float32,
         precision=prec,
     ) / jnp.sqrt(jnp.float32(h))
     scores_BKRTS = jnp.where(mask_BTS[:, None, None], scores_BKRTS, _MASKED)
     probs_BKRTS = jax.nn.softmax(scores_BKRTS, axis=-1)
     out_BTKRH = jnp.einsum(
-        "bkrts,bskh->btkrh",
+        f"bkrts,{v_axes}->btkrh",
         probs_BKRTS.astype(dtype),
-        v_BSKH.astype(dtype),
+        v.astype(dtype),
         preferred_element_type=jnp.float32,
         precision=prec,
     )
@@ -100,17 +121,15 @@ class Attention(nn.Module):
         q_BTNH = apply_rope(q_BTNH, cos_BTH, sin_BTH)
         k_BTKH = apply_rope(k_BTKH, cos_BTH, sin_BTH)
 
+        dtype = attention_compute_dtype(pol)
         if layer_cache is None:
             k_BSKH = kv_cache.roundtrip(k_BTKH, pol.kv_cache)
             v_BSKH = kv_cache.roundtrip(v_BTKH, pol.kv_cache)
+            attention = full_sequence_attention if fuses_attention(pol) else attend
+            out_BTNH = attention(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
         else:
             layer_cache = kv_cache.write(layer_cache, k_BTKH, v_BTKH, cache_index, pol.kv_cache)
-            k_BSKH, v_BSKH = kv_cache.read(layer_cache)
-
-        dtype = attention_compute_dtype(pol)
-        if layer_cache is None and fuses_attention(pol):
-            out_BTNH = full_sequence_attention(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
-        else:
-            out_BTNH = attend(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
+            k_BKSH, v_BKHS = kv_cache.read(layer_cache)
+            out_BTNH = attend_cached(q_BTNH, k_BKSH, v_BKHS, mask_BTS, dtype)
         out_BTD = out_BTNH.reshape(b, t, cfg.n_heads * cfg.head_dim)
         return RecipeDense(cfg.d_model, pol, name="o_proj")(out_BTD), layer_cache

@@ -8,9 +8,9 @@ attention of the whole sequence, with the prompt's dense GEMMs done on B / G row
 gradients through the repeat.
 
 The numbers are those of the whole-sequence forward up to float rounding, not bitwise: the GEMMs
-see other shapes, attention is `attend` (the cached path) for every recipe (on CUDA, bf16 then
-gives up cuDNN flash attention: the [B, heads, N, P + N] scores are materialized), each response's
-gradient into the prompt's K/V is summed over the group in the K/V cache's storage dtype
+see other shapes, attention is `attend_cached` (the cached path) for every recipe (on CUDA, bf16
+then gives up cuDNN flash attention: the [B, heads, N, P + N] scores are materialized), each
+response's gradient into the prompt's K/V is summed over the group in the K/V cache's storage dtype
 (bfloat16 for the BF16 and FP8 presets), and FP8 current scaling takes its amax per part (the
 prompt rows, then the response rows) instead of over the whole sequence. Delayed scaling is not
 supported: its amax histories would observe two forwards per step.

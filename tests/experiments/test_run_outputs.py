@@ -5,6 +5,7 @@ scores a checkpoint from its parameters alone."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ from calclip_jax.train.eval_checkpoint import (
     run_spec_of,
 )
 from calclip_jax.train.rl_loop import format_summary, run_experiment
-from calclip_jax.train.run_info import PACKAGES
+from calclip_jax.train.run_info import PACKAGES, cpu_description
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,6 +49,20 @@ def test_run_info_records_commit_and_versions(finished_run):
     assert set(start["packages"]) == set(PACKAGES)
     assert all(start["packages"][p] for p in PACKAGES)
     assert start["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert start["cpu"] == cpu_description() and start["cpu"]["cores"] == os.cpu_count()
+
+
+def test_cpu_description_reads_model_and_isa(tmp_path):
+    x86 = tmp_path / "x86"
+    x86.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma\n\n"
+                   "processor\t: 1\nmodel name\t: other\nflags\t\t: avx512f\n")  # fmt: skip
+    assert cpu_description(x86) == {"model": "AMD EPYC", "cores": os.cpu_count(),
+                                    "isa": ["avx2", "fma"]}  # fmt: skip
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd sve\n")
+    assert cpu_description(arm)["isa"] == ["asimd", "sve"]
+    assert cpu_description(tmp_path / "absent") == {"model": None, "cores": os.cpu_count(),
+                                                    "isa": None}  # fmt: skip
 
 
 def test_compile_time_reported_apart_from_step_time(finished_run):

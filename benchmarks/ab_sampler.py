@@ -1,0 +1,127 @@
+"""The sampler of this checkout against the sampler of a git revision, in one process, interleaved.
+
+Run: ``python -m benchmarks.ab_sampler --rev=c8041e1`` (about 1 minute). On this shared 2-core
+machine two benchmark processes run minutes apart can differ by 2x; calls alternating within one
+process see the same machine state, so the median of the per-pair time ratios is the figure to
+trust for a change. The revision's `calclip_jax` is extracted with `git archive` into a temporary
+folder and imported as its own package (`calclip_jax_at_rev`, its imports rewritten to it), so
+each side compiles its own code. Workload: `bench_grpo_step`'s sampler section (its tiny Qwen3,
+`--sampler_batch` unpadded prompts x `--gen_len` new tokens, no EOS stop, `--precision`), the
+same parameters and keys on both sides. Prints whether both drew the same tokens and log-probs,
+then one JSON line: median call times and the median ratio, this checkout / the revision.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jax
+import numpy as np
+from absl import app, flags
+
+from benchmarks import bench_grpo_step as bench
+from calclip_jax.fp8 import PrecisionRecipe
+from calclip_jax.rollout import sampler
+from calclip_jax.train import init_variables
+from calclip_jax.train.run_info import CODE_DIR, cpu_description
+
+_REV = flags.DEFINE_string("rev", None, "Git revision to compare against (e.g. HEAD).")
+_PAIRS = flags.DEFINE_integer("pairs", 30, "Interleaved (checkout, revision) call pairs.")
+
+REV_PACKAGE = "calclip_jax_at_rev"
+
+
+def import_revision(rev: str, into: Path) -> ModuleType:
+    """`calclip_jax.rollout.sampler` as of `rev`, imported from a copy under `into`."""
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(CODE_DIR), "archive", "--format=tar", rev, "calclip_jax"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"git archive {rev} failed: {e.stderr.decode().strip()}")
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    package = into / REV_PACKAGE
+    (into / "calclip_jax").rename(package)
+    own_imports = re.compile(r"^(\s*)(from|import) calclip_jax\b", re.M)
+    for path in package.rglob("*.py"):
+        path.write_text(own_imports.sub(rf"\1\2 {REV_PACKAGE}", path.read_text()))
+    sys.path.insert(0, str(into))
+    return importlib.import_module(f"{REV_PACKAGE}.rollout.sampler")
+
+
+def draw(module: ModuleType, params: Any, recipe: Any, prompts: np.ndarray, seed: int) -> Any:
+    """One sampler call of `module`, waited for on the host."""
+    out = module.sample(
+        params,
+        bench.QWEN3_TINY,
+        recipe,
+        prompts,
+        np.ones_like(prompts),
+        jax.random.key(seed),
+        num_samples=1,
+        max_new_tokens=bench._GEN_LEN.value,
+        temperature=bench._TEMPERATURE.value,
+        eos_id=bench.NO_EOS,
+        pad_id=bench.PAD,
+    )
+    return jax.tree.map(np.asarray, (out.tokens, out.rollout_logp))
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if not _REV.value:
+        sys.exit("--rev is required (the git revision to compare against)")
+    with tempfile.TemporaryDirectory() as tmp:
+        old = import_revision(_REV.value, Path(tmp))
+        rev_recipes = importlib.import_module(f"{REV_PACKAGE}.fp8")
+        recipes = {
+            sampler: PrecisionRecipe.preset(bench._PRECISION.value),
+            old: rev_recipes.PrecisionRecipe.preset(bench._PRECISION.value),
+        }
+        params, _ = init_variables(bench.QWEN3_TINY, recipes[sampler], jax.random.key(0))
+        prompts = bench.make_prompts(
+            bench._SAMPLER_BATCH.value,
+            bench._PROMPT_LEN.value,
+            bench.QWEN3_TINY.vocab_size,
+            np.random.default_rng(bench._SEED.value + 2),
+        )
+        first = {m: draw(m, params, r, prompts, 0) for m, r in recipes.items()}  # compiles
+        same = all(np.array_equal(a, b) for a, b in zip(first[sampler], first[old], strict=True))
+        print(f"same tokens and log-probs: {same}", flush=True)
+        times: dict[ModuleType, list[float]] = {sampler: [], old: []}
+        for i in range(_PAIRS.value):
+            for m in (sampler, old) if i % 2 == 0 else (old, sampler):
+                t = time.perf_counter()
+                draw(m, params, recipes[m], prompts, i + 1)
+                times[m].append(time.perf_counter() - t)
+    ratios = [a / b for a, b in zip(times[sampler], times[old], strict=True)]
+    result = {
+        "rev": _REV.value,
+        "precision": bench._PRECISION.value,
+        "cpu": cpu_description(),
+        "same_tokens_and_logp": same,
+        "checkout_call_s": statistics.median(times[sampler]),
+        "rev_call_s": statistics.median(times[old]),
+        "median_ratio_checkout_over_rev": statistics.median(ratios),
+        "pairs": _PAIRS.value,
+    }
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)
