@@ -36,7 +36,7 @@ def test_write_then_read_is_the_roundtrip(storage):
         assert not untouched.any(), storage
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(
     b=st.integers(1, 4),
     t=st.sampled_from([1, 3]),
