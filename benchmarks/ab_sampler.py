@@ -67,20 +67,9 @@ def import_revision(rev: str, into: Path) -> ModuleType:
 
 
 def draw(module: ModuleType, params: Any, recipe: Any, prompts: np.ndarray, seed: int) -> Any:
-    """One sampler call of `module`, waited for on the host."""
-    out = module.sample(
-        params,
-        bench.QWEN3_TINY,
-        recipe,
-        prompts,
-        np.ones_like(prompts),
-        jax.random.key(seed),
-        num_samples=1,
-        max_new_tokens=bench._GEN_LEN.value,
-        temperature=bench._TEMPERATURE.value,
-        eos_id=bench.NO_EOS,
-        pad_id=bench.PAD,
-    )
+    """One sampler call of `module` (`bench_grpo_step.draw`), (tokens, log-probs) on the host."""
+    out = bench.draw(params, bench.QWEN3_TINY, recipe, prompts, jax.random.key(seed), 1,
+                     sample_fn=module.sample)  # fmt: skip
     return jax.tree.map(np.asarray, (out.tokens, out.rollout_logp))
 
 

@@ -26,6 +26,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -160,10 +161,18 @@ def build(
     return state, updater
 
 
-def draw(params: Any, model: ModelConfig, recipe: PrecisionRecipe, prompts: np.ndarray,
-         key: jax.Array, num_samples: int) -> Any:  # fmt: skip
-    """The library's sampler on unpadded prompts: exactly `--gen_len` new tokens each."""
-    return sample(
+def draw(
+    params: Any,
+    model: ModelConfig,
+    recipe: PrecisionRecipe,
+    prompts: np.ndarray,
+    key: jax.Array,
+    num_samples: int,
+    sample_fn: Callable[..., Any] = sample,
+) -> Any:
+    """The library's sampler (`sample_fn`: another revision's, in `ab_sampler`) on unpadded
+    prompts: exactly `--gen_len` new tokens each."""
+    return sample_fn(
         params,
         model,
         recipe,
