@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 
+from subprocess_env import one_device_env
+
 
 def test_ab_sampler_against_head_draws_the_same_tokens():
     cmd = [sys.executable, "-m", "benchmarks.ab_sampler", "--rev=HEAD", "--pairs=2"]
     cmd += ["--gen_len=4", "--sampler_batch=4"]
-    env = {**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0"}
+    env = one_device_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

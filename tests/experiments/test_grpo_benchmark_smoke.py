@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+
+from subprocess_env import one_device_env
 
 
 def test_grpo_benchmark_prints_its_phases_and_trains():
     cmd = [sys.executable, "-m", "benchmarks.bench_grpo_step", "--steps=2", "--warmup=1"]
     cmd += ["--gen_len=8", "--sampler_iters=1", "--sampler_batch=8", "--wait_idle=0"]
     cmd += ["--share_prompt"]  # the README's headline figure; the default differs in one flag
-    # one device, as measured; LLVM level 0 as in every test (compiling is most of the time)
-    env = {**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0"}
+    env = one_device_env()  # one device, as measured
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from subprocess_env import one_device_env
 
 from calclip_jax.analysis import run_record as R
 from calclip_jax.analysis.ratio_dumps import dump_steps
@@ -23,8 +23,7 @@ REPO = HERE.parents[1]
 @dataclasses.dataclass
 class TinyTrain:
     """experiments.train on `tiny_config(cache, train.steps=steps, **overrides)`, one CPU
-    device; the jax compilation cache is shared by every run of a test session (seconds instead
-    of a minute)."""
+    device, compiling into the test session's cache (a warm start takes seconds instead of 30)."""
 
     root: Path
     steps: int
@@ -40,13 +39,7 @@ class TinyTrain:
             f"    return tiny_config({str(self.root / 'cache')!r}, "
             f"**{{'train.steps': {self.steps}, **{self.overrides!r}}})\n"
         )
-        self.env = {
-            **os.environ,
-            "PYTHONPATH": str(REPO),
-            "XLA_FLAGS": "",
-            "JAX_COMPILATION_CACHE_DIR": str(self.root / "jax_cache"),
-            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-        }
+        self.env = one_device_env(PYTHONPATH=str(REPO))
 
     def start(self, workdir: Path, *flags: str, kill_at: tuple[str, int] | None = None):
         """The training process (stdout and stderr together); `kill_at` (point, step) runs it

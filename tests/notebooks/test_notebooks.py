@@ -9,7 +9,6 @@ The tiny sweep (`configs/sweep_granularity.py:tiny`: 3 arms x 4 RL steps) takes 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import nbformat
 import numpy as np
 import pytest
 from nbclient import NotebookClient
+from subprocess_env import one_device_env
 
 pytestmark = pytest.mark.notebooks
 
@@ -43,16 +43,11 @@ FIGURES = {  # figures each notebook must draw on the full tiny sweep (CALCLIP_F
     },
 }
 NO_DUMPS = "No ratio dumps in this workdir"
-FORCED_DEVICES = "--xla_force_host_platform_device_count"
 
 
 def _sweep_env(cache: Path) -> dict[str, str]:
-    """os.environ without the 8 simulated devices of conftest (one CPU device, as a user has),
-    with the SFT / tfds caches in a fresh directory."""
-    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(FORCED_DEVICES)]
-    env["XLA_FLAGS"] = " ".join(flags)
-    return env
+    """A one-device run's environment, with the SFT / tfds caches in a fresh directory."""
+    return one_device_env(XDG_CACHE_HOME=str(cache))
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,12 @@ the flat keys; W&B is optional (a fake module stands in for wandb) and named whe
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import types
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -16,6 +20,7 @@ from calclip_jax.train.metric_groups import GROUPS, tag
 from calclip_jax.train.run_logger import RunLogger
 from calclip_jax.train.wandb_sink import WandbSink, require_wandb
 
+REPO = Path(__file__).resolve().parents[2]
 ROW = {
     "reward_mean": 0.5,
     "entropy": 1.2,
@@ -115,3 +120,43 @@ def test_missing_wandb_is_a_config_error_naming_the_knob(monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
     with pytest.raises(ConfigError, match=r"log\.wandb_project .* pip install wandb"):
         require_wandb()
+
+
+FAKE_TORCH = """import os, pathlib
+pathlib.Path(os.environ["TORCH_MARK"]).touch()
+Tensor = type("Tensor", (), {})
+"""
+LOG_A_ROW = """
+import json, os, pathlib, sys
+if sys.argv[2] == "torch_first":
+    import torch
+from calclip_jax.train.run_logger import RunLogger
+logger = RunLogger(sys.argv[1])
+logger.write(1, {"loss": 0.5})
+logger.close()
+imported = pathlib.Path(os.environ["TORCH_MARK"]).exists()
+import tensorboardX.writer
+import torch  # importable afterwards
+takes_torch = tensorboardX.writer.numpy_compatible is torch.Tensor
+print(json.dumps({"imported_by_then": imported, "tensorboardx_takes_torch": takes_torch}))
+"""
+
+
+@pytest.mark.parametrize("torch_first", [False, True])
+def test_tensorboard_writer_does_not_import_torch(tmp_path, torch_first):
+    """Where torch is installed beside tensorboardX (a fake torch here, which marks its import),
+    the run's TensorBoard writer does not import it (seconds at every run start), does not stop
+    a later import, and leaves a torch imported before as tensorboardX would use it."""
+    (tmp_path / "site" / "torch").mkdir(parents=True)
+    (tmp_path / "site" / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    workdir = tmp_path / "run"
+    env = {**os.environ, "TORCH_MARK": str(tmp_path / "torch_imported")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "site"), str(REPO)])
+    order = "torch_first" if torch_first else "logger_first"
+    cmd = [sys.executable, "-c", LOG_A_ROW, str(workdir), order]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen == {"imported_by_then": torch_first, "tensorboardx_takes_torch": torch_first}
+    assert list((workdir / R.TB_DIR).glob("events.out.tfevents.*")), "no TensorBoard events"
+    assert R.read_metrics(workdir) == [{"step": 1, "loss": 0.5}]
