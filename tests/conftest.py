@@ -13,7 +13,8 @@ rerun does (at `018e760`, `test_theta_old.py`: 167 s cold, 39 s warm). One full 
 about 55 MB; delete the directory to reclaim it. It has no size bound: with one (jax's LRU
 eviction, which lists the whole directory under a file lock at every write) the Python 3.11
 tests took 1274 s in CI, and 733 s without in the run after it. Set
-CALCLIP_TEST_COMPILE_CACHE=0 to compile everything afresh.
+CALCLIP_TEST_COMPILE_CACHE=0 to compile everything afresh. The runs the tests launch as
+subprocesses take the same flags (less the 8 devices) and cache: `subprocess_env.one_device_env`.
 """
 
 import os
