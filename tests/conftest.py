@@ -20,9 +20,9 @@ subprocesses take the same flags (less the 8 devices) and cache: `subprocess_env
 import os
 from pathlib import Path
 
-os.environ.setdefault(
-    "XLA_FLAGS", "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0"
-)
+from subprocess_env import FORCED_DEVICES
+
+os.environ.setdefault("XLA_FLAGS", f"{FORCED_DEVICES}=8 --xla_backend_optimization_level=0")
 
 if os.environ.get("CALCLIP_TEST_COMPILE_CACHE", "1") != "0":
     _cache = Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax_compilation_cache"
