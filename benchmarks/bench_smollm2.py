@@ -28,7 +28,7 @@ from calclip_jax.rollout import sample
 from calclip_jax.train import (
     PPOUpdater,
     create_train_state,
-    init_variables,
+    fresh_fp8_meta,
     make_optimizer,
     make_update_step,
     update_flags,
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> None:
     rows = []
     for name in _RECIPES.value:
         recipe = PrecisionRecipe.preset(name)
-        meta = init_variables(cfg, recipe, jax.random.key(0))[1]
+        meta = fresh_fp8_meta(cfg, recipe)
         rollout, t_roll = _timed(
             lambda recipe=recipe, meta=meta: sample(
                 params, cfg, recipe, prompt, mask, jax.random.key(1),

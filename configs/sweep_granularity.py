@@ -3,8 +3,9 @@ and with TIS + Calibrated Clipping (upper rule `balance`). Arms come from config
 
   python -m experiments.sweep --config=configs/sweep_granularity.py[:OPTIONS] --workdir=DIR
 
-OPTIONS, comma-separated: `tiny` (3 arms, 4 RL steps, small batches: CI / notebook tests),
-`dapo` (DAPO instead of GRPO), `steps=N` (RL steps), `seeds=N` (seeds 0..N-1 per arm).
+OPTIONS, comma-separated: `tiny` (3 arms, 4 RL steps, a 1-layer d=32 model, small batches: CI /
+notebook tests), `dapo` (DAPO instead of GRPO), `steps=N` (RL steps), `seeds=N` (seeds 0..N-1 per
+arm).
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from configs.arms import ARMS, FP8_PRESET_SUFFIXES
 TINY_ARMS = ("bf16", "fp8_tensor_tis", "fp8_tensor_tis_calib")
 TINY_COMMON = {  # shrinks a run to seconds on a CPU
     "train.steps": 4,
+    "model.d_model": 32,
+    "model.n_layers": 1,
+    "model.n_heads": 2,
+    "model.n_kv_heads": 1,
+    "model.d_ff": 64,
     "sft.updates": 20,
     "rollout.prompts_per_step": 4,
     "rollout.samples_per_prompt": 4,

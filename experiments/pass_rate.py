@@ -21,7 +21,7 @@ from calclip_jax.config import build_run_spec
 from calclip_jax.data import load_split
 from calclip_jax.train.evaluate import max_prompt_len, pass_rate
 from calclip_jax.train.sft import starting_params, warm_start
-from calclip_jax.train.state import init_variables
+from calclip_jax.train.state import fresh_fp8_meta
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file[:arm].")
 _NUM = flags.DEFINE_integer("num_prompts", 64, "Test prompts.")
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> None:
     params, sft = warm_start(spec, splits) if _WARM.value else (starting_params(spec), {})
     test = list(splits["test"][: _NUM.value])
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
-    meta = init_variables(spec.model, spec.rollout_recipe, jax.random.key(0))[1] or None
+    meta = fresh_fp8_meta(spec.model, spec.rollout_recipe) or None
     modes = [("greedy", 0.0, 1)]
     if _SAMPLES.value:
         modes.append((f"T={run.rollout.temperature:g}", run.rollout.temperature, _SAMPLES.value))

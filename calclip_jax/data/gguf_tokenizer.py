@@ -24,6 +24,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 
 from calclip_jax.data.chat_template import render_chat_template
 from calclip_jax.data.hf_tokenizer import HFTokenizer
+from calclip_jax.gguf_file import open_gguf
 from calclip_jax.shipped import SHIPPED, shipped_file
 
 # Built-in name -> (distribution that ships the file, file name inside it).
@@ -109,13 +110,7 @@ def resolve_gguf(path_or_name: str | os.PathLike[str]) -> Path:
 
 def read_gguf_tokenizer_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The `tokenizer.*` metadata of a GGUF file, as Python values (lists for arrays)."""
-    try:
-        import gguf
-    except ImportError as err:
-        raise ImportError(
-            "reading a GGUF needs the gguf package: pip install gguf (or the `llm` extra)"
-        ) from err
-    reader = gguf.GGUFReader(os.fspath(path))
+    reader = open_gguf(path)
     return {
         key: field.contents()
         for key, field in reader.fields.items()

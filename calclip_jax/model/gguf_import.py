@@ -15,6 +15,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from calclip_jax.gguf_file import import_gguf, open_gguf
 from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.hf_import import (
     check_names,
@@ -36,16 +37,6 @@ _LAYER = {
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
 }
-
-
-def _gguf():
-    try:
-        import gguf
-    except ImportError as e:
-        raise ImportError(
-            "GGUF import needs the `gguf` package: pip install 'calclip_jax[llm]'"
-        ) from e
-    return gguf
 
 
 def gguf_name(hf_name: str) -> str:
@@ -76,7 +67,7 @@ def _value(reader: Any, key: str, default: Any = None) -> Any:
     if len(field.data) != 1:
         raise ValueError(f"GGUF metadata {key!r} is an array; only per-model scalars are supported")
     part = field.parts[field.data[0]]
-    if field.types[0] == _gguf().GGUFValueType.STRING:
+    if field.types[0] == import_gguf().GGUFValueType.STRING:
         return bytes(part).decode("utf-8")
     return part.item()
 
@@ -123,7 +114,7 @@ def config_from_gguf(reader: Any) -> ModelConfig:
 
 def read_gguf_tensor(tensor: Any) -> np.ndarray:
     """A reader tensor dequantized to float32 in numpy order (GGUF `ne` reversed)."""
-    gguf = _gguf()
+    gguf = import_gguf()
     kind = tensor.tensor_type.name
     if kind not in SUPPORTED_TYPES:
         raise ValueError(
@@ -136,7 +127,7 @@ def read_gguf_tensor(tensor: Any) -> np.ndarray:
 
 def gguf_config(path: str | Path) -> ModelConfig:
     """The ModelConfig of a llama GGUF file (its metadata and tensor shapes only)."""
-    return config_from_gguf(_gguf().GGUFReader(Path(path)))
+    return config_from_gguf(open_gguf(path))
 
 
 def load_gguf_checkpoint(path: str | Path, dtype: Any = jnp.float32) -> tuple[ModelConfig, dict]:
@@ -145,7 +136,7 @@ def load_gguf_checkpoint(path: str | Path, dtype: Any = jnp.float32) -> tuple[Mo
     Raises ValueError naming the first missing, unexpected, mis-shaped or unsupported tensor.
     """
     path = Path(path)
-    reader = _gguf().GGUFReader(path)
+    reader = open_gguf(path)
     cfg = config_from_gguf(reader)
     tensors = {t.name: t for t in reader.tensors}
     wanted = [

@@ -35,7 +35,7 @@ from calclip_jax.train.probe_batch import (
 from calclip_jax.train.rl_loop import PLAN_STREAM
 from calclip_jax.train.sft import warm_start
 from calclip_jax.train.sharded import jit_update_step, shard_state
-from calclip_jax.train.state import create_train_state, init_variables
+from calclip_jax.train.state import create_train_state, fresh_fp8_meta
 from calclip_jax.train.update_step import make_update_step, update_flags
 
 REFERENCE = SAMPLER_PRECISION  # the sampler's and the reference precision
@@ -57,7 +57,7 @@ def update_path(
     )
     mesh = make_mesh(run.mesh.data, run.mesh.fsdp, run.mesh.tensor)
     tx = make_optimizer(run.train)
-    meta = init_variables(spec.model, cfg.recipe, jax.random.key(0))[1]
+    meta = fresh_fp8_meta(spec.model, cfg.recipe)
     own = jax.tree.map(jnp.copy, params)  # donated below; the caller keeps theta_0
     state = shard_state(create_train_state(own, meta, tx, cfg.rl.clip_bounds), mesh)
     ref_params = jax.tree.map(jnp.copy, state.params) if cfg.rl.kl_beta > 0 else None

@@ -15,7 +15,7 @@ from calclip_jax.config import RunSpec, build_run_spec, parse
 from calclip_jax.data import SPLITS, load_split
 from calclip_jax.train.checkpoints import Checkpointer
 from calclip_jax.train.evaluate import max_prompt_len, pass_rate
-from calclip_jax.train.state import init_variables
+from calclip_jax.train.state import fresh_fp8_meta, init_variables, on_default_device
 
 
 class EvalError(ValueError):
@@ -42,11 +42,6 @@ def checkpoint_step(checkpointer: Checkpointer, folder: Path, step: int | None) 
     return step
 
 
-def _on_one_device(tree: Any) -> Any:
-    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), tree)
-
-
 def restore_params(spec: RunSpec, checkpointer: Checkpointer, step: int) -> tuple[Any, Any]:
     """(params, sampler fp8_meta) of checkpoint `step`; the meta as the RL loop's sampler uses
     it: the trainer's amax histories when both precisions use delayed scaling, fresh ones when
@@ -55,15 +50,15 @@ def restore_params(spec: RunSpec, checkpointer: Checkpointer, step: int) -> tupl
         lambda: init_variables(spec.model, spec.update.recipe, jax.random.key(0))
     )
     trainer_meta = spec.rollout_recipe.any_delayed and spec.update.recipe.any_delayed
-    like = {"params": _on_one_device(params)}
+    like = {"params": on_default_device(params)}
     if trainer_meta:
-        like["fp8_meta"] = _on_one_device(meta)
+        like["fp8_meta"] = on_default_device(meta)
     restored = checkpointer.restore_fields(step, like)
     if not spec.rollout_recipe.any_delayed:
         return restored["params"], None
     if trainer_meta:
         return restored["params"], restored["fp8_meta"]
-    return restored["params"], init_variables(spec.model, spec.rollout_recipe, jax.random.key(0))[1]
+    return restored["params"], fresh_fp8_meta(spec.model, spec.rollout_recipe)
 
 
 def evaluate_checkpoint(

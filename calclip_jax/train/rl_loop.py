@@ -47,7 +47,7 @@ from calclip_jax.train.run_logger import RunLogger
 from calclip_jax.train.run_summary import summarize
 from calclip_jax.train.sft import warm_start
 from calclip_jax.train.sharded import jit_update_step, shard_state
-from calclip_jax.train.state import TrainState, create_train_state, init_variables
+from calclip_jax.train.state import TrainState, create_train_state, fresh_fp8_meta
 from calclip_jax.train.update_step import make_update_step
 from calclip_jax.train.wandb_sink import WandbSink, require_wandb
 from calclip_jax.train.workdir_lock import WorkdirBusyError, WorkdirError, WorkdirLock
@@ -84,9 +84,9 @@ def setup(
     run = spec.config
     mesh = make_mesh(run.mesh.data, run.mesh.fsdp, run.mesh.tensor)
     tx = make_optimizer(run.train)
-    empty_meta = lambda recipe: init_variables(spec.model, recipe, jax.random.key(0))[1]
     rl = spec.update.rl
-    state = create_train_state(params, empty_meta(spec.update.recipe), tx, rl.clip_bounds)
+    meta = fresh_fp8_meta(spec.model, spec.update.recipe)
+    state = create_train_state(params, meta, tx, rl.clip_bounds)
     state = shard_state(state, mesh)
     # the state's buffers are donated to the update step: the KL reference is a copy
     ref_params = jax.tree.map(jnp.copy, state.params) if rl.kl_beta > 0 else None
@@ -100,7 +100,7 @@ def setup(
         num_minibatches=run.train.num_minibatches,
         ref_params=ref_params,
     )
-    rollout_meta = empty_meta(spec.rollout_recipe)
+    rollout_meta = fresh_fp8_meta(spec.model, spec.rollout_recipe)
 
     def sampler_meta(s: TrainState) -> Any:
         """A delayed-scaling sampler uses the trainer's amax histories when it has them (weight

@@ -39,7 +39,7 @@ from calclip_jax.train.checksums import manifest_problem, write_manifest
 from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
 from calclip_jax.train.multihost import is_leader, leader_first
 from calclip_jax.train.progress import Progress
-from calclip_jax.train.state import init_variables
+from calclip_jax.train.state import init_variables, on_default_device
 
 
 def sft_cache_key(
@@ -132,20 +132,24 @@ def run_sft(
 def cached_sft(
     cache_dir: str,
     key: str,
-    params: Any,
+    start: Callable[[], Any],
+    shapes: Any,
     train_fn: Callable[[Any], tuple[Any, dict]],
     log: Callable[[str], None] = print,
 ) -> tuple[Any, dict[str, Any]]:
-    """Loads SFT params from cache_dir/sft/<key>, or trains and stores them (leader first)."""
+    """Loads SFT params from cache_dir/sft/<key>, or trains `start()` and stores the result
+    (leader first). `shapes` (ShapeDtypeStructs of `start()`'s tree) is the restore target, so
+    a cache hit in a single-process run neither initializes nor reads the starting params."""
     lock = os.path.join(cache_dir, "sft", f"{key}.lock")  # concurrent runs on one machine
     with leader_first(f"sft_cache_{key}"), file_lock(lock):
-        return _cached_sft(cache_dir, key, params, train_fn, log)
+        return _cached_sft(cache_dir, key, start, shapes, train_fn, log)
 
 
 def _cached_sft(
     cache_dir: str,
     key: str,
-    params: Any,
+    start: Callable[[], Any],
+    shapes: Any,
     train_fn: Callable[[Any], tuple[Any, dict]],
     log: Callable[[str], None],
 ) -> tuple[Any, dict[str, Any]]:
@@ -157,15 +161,13 @@ def _cached_sft(
     local = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
     ckpt = ocp.StandardCheckpointer(multiprocessing_options=local)
     if os.path.isdir(path) or os.path.exists(report_path):
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
-        cached = _load_cache(
-            ckpt, path, report_path, jax.device_get(params) if numpy_io else abstract
-        )
+        target = jax.device_get(start()) if numpy_io else on_default_device(shapes)
+        cached = _load_cache(ckpt, path, report_path, target)
         if not isinstance(cached, str):
             log(f"sft: using cached warm start {path}")
             return cached
         log(f"sft: cached warm start {path} is damaged ({cached}); rebuilding it")
-    params, report = train_fn(params)
+    params, report = train_fn(start())
     os.makedirs(os.path.dirname(path), exist_ok=True)
     for stale in (report_path, path):  # what a damaged cache or a killed writer left
         if os.path.isdir(stale):
@@ -210,6 +212,13 @@ def starting_params(spec: RunSpec) -> Any:
     return init_variables(spec.model, spec.update.recipe, jax.random.key(spec.config.seed))[0]
 
 
+def starting_params_shapes(spec: RunSpec) -> Any:
+    """ShapeDtypeStructs of `starting_params(spec)` (a checkpoint's tree is the fresh model's),
+    traced without initializing or reading any weight."""
+    init = lambda: init_variables(spec.model, spec.update.recipe, jax.random.key(0))[0]
+    return jax.eval_shape(init)
+
+
 def warm_start(
     spec: RunSpec, splits: dict[str, Sequence[Example]], log: Callable[[str], None] = print
 ) -> tuple[Any, dict[str, Any]]:
@@ -217,7 +226,6 @@ def warm_start(
     by SFT in float32, or the cached result of an identical SFT; with sft.updates = 0 the
     starting params themselves. Returns (params, report)."""
     run = spec.config
-    params = starting_params(spec)
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)
     test = splits["test"][: run.eval.num_prompts]
     fp32 = PrecisionRecipe.preset("fp32")
@@ -235,6 +243,7 @@ def warm_start(
         )
 
     if run.sft.updates == 0:
+        params = starting_params(spec)
         return params, {"accuracy": evaluate(params)["accuracy"], "updates": 0}
     key = sft_cache_key(spec.model, spec.task, spec.tokenizer, run.sft, run.seed, spec.checkpoint)
 
@@ -252,4 +261,5 @@ def warm_start(
             progress=not run.log.quiet and is_leader(),
         )
 
-    return cached_sft(spec.cache_dir, key, params, train_fn, log=log)
+    start = lambda: starting_params(spec)
+    return cached_sft(spec.cache_dir, key, start, starting_params_shapes(spec), train_fn, log=log)

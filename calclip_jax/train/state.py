@@ -42,6 +42,20 @@ def init_variables(
     return variables["params"], dict(variables.get(FP8_META, {}))
 
 
+def fresh_fp8_meta(model_config: ModelConfig, recipe: PrecisionRecipe) -> Any:
+    """`init_variables(...)[1]` (zero amax histories; {} without delayed scaling), computed
+    without initializing the params: one jitted program instead of the whole eager init."""
+    meta = lambda: init_variables(model_config, recipe, jax.random.key(0))[1]
+    return jax.jit(meta)() if jax.tree.leaves(jax.eval_shape(meta)) else {}
+
+
+def on_default_device(shapes: Any) -> Any:
+    """ShapeDtypeStructs of `shapes` placed where a fresh array lands (this process's first
+    device): the restore target of arrays saved from one device."""
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=device), shapes)
+
+
 def create_train_state(
     params: Any,
     fp8_meta: Any,

@@ -248,3 +248,30 @@ def test_smollm2_logits_match_transformers(smollm2):
         np.testing.assert_allclose(got[1:], want[1:], atol=1e-4, rtol=0)
         np.testing.assert_allclose(got[0], want[0], atol=3e-4, rtol=0)
         np.testing.assert_array_equal(got.argmax(-1), want.argmax(-1))
+
+
+def test_a_file_is_parsed_once_per_process_until_it_changes(tmp_path, monkeypatch):
+    """Config, tokenizer metadata and weights share one parse; a rewritten file is parsed anew."""
+    from calclip_jax import gguf_file
+    from calclip_jax.data.gguf_tokenizer import read_gguf_tokenizer_metadata
+    from calclip_jax.model.gguf_import import gguf_config
+
+    opened: list[str] = []
+
+    class CountingReader(gguf.GGUFReader):
+        def __init__(self, path, *args, **kwargs):
+            opened.append(str(path))
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    gguf_file._parsed.cache_clear()
+    path = tmp_path / "m.gguf"
+    write_gguf(path, CFG, hf_tensors(CFG))
+    assert gguf_config(path) == CFG
+    assert len(read_gguf_tokenizer_metadata(path)["tokenizer.ggml.tokens"]) == CFG.vocab_size
+    monkeypatch.chdir(tmp_path)
+    cfg, _ = load_checkpoint("m.gguf")  # a relative path to the same file
+    assert cfg == CFG and opened == [str(path)]
+    other = dataclasses.replace(CFG, rope_theta=10000.0)
+    write_gguf(path, other, hf_tensors(other))
+    assert gguf_config(path) == other and len(opened) == 2

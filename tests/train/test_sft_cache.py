@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -68,15 +69,32 @@ DAMAGE = {
     "empty": _empty,
 }
 PARAMS = {"w": jnp.arange(512.0).reshape(32, 16)}
+SHAPES = jax.eval_shape(lambda: PARAMS)
 
 
-def test_intact_cache_is_reused(tmp_path):
-    train = Trainer()
-    cached_sft(str(tmp_path), KEY, PARAMS, train, log=print)
+class Start:
+    """The starting params, counting how often they were made (initialized or read)."""
+
+    calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        return PARAMS
+
+
+def sft(cache: Path, train: Trainer, log=print, start: Start | None = None):
+    return cached_sft(str(cache), KEY, start or Start(), SHAPES, train, log=log)
+
+
+def test_intact_cache_is_reused_without_making_the_starting_params(tmp_path):
+    train, start = Trainer(), Start()
+    trained, _ = sft(tmp_path, train, start=start)
+    assert start.calls == 1
     said: list[str] = []
-    params, report = cached_sft(str(tmp_path), KEY, PARAMS, train, log=said.append)
-    assert train.calls == 1 and report == {"accuracy": 0.5, "updates": 3}
+    params, report = sft(tmp_path, train, log=said.append, start=start)
+    assert train.calls == 1 and start.calls == 1 and report == {"accuracy": 0.5, "updates": 3}
     np.testing.assert_array_equal(params["w"], PARAMS["w"] + 1.0)
+    assert params["w"].dtype == trained["w"].dtype and params["w"].sharding == trained["w"].sharding
     assert said == [f"sft: using cached warm start {_entry(tmp_path)}"]
     assert (_entry(tmp_path) / MANIFEST_NAME).is_file()
 
@@ -84,14 +102,14 @@ def test_intact_cache_is_reused(tmp_path):
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_damaged_cache_is_rebuilt(tmp_path, damage):
     train = Trainer()
-    cached_sft(str(tmp_path), KEY, PARAMS, train, log=print)
+    sft(tmp_path, train)
     DAMAGE[damage](tmp_path)
     said: list[str] = []
-    params, report = cached_sft(str(tmp_path), KEY, PARAMS, train, log=said.append)
+    params, report = sft(tmp_path, train, log=said.append)
     assert train.calls == 2 and report["accuracy"] == 0.5
     np.testing.assert_array_equal(params["w"], PARAMS["w"] + 1.0)
     assert len(said) == 1 and "is damaged" in said[0] and "rebuilding" in said[0]
     # the rebuilt entry is intact
-    params, _ = cached_sft(str(tmp_path), KEY, PARAMS, train, log=said.append)
+    params, _ = sft(tmp_path, train, log=said.append)
     assert train.calls == 2 and json.loads((tmp_path / "sft" / f"{KEY}.json").read_text())
     np.testing.assert_array_equal(params["w"], PARAMS["w"] + 1.0)
