@@ -6,6 +6,7 @@ import os
 import sys
 
 import pytest
+from gguf_parse_once import one_parse_per_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,16 +31,18 @@ def _shipped_gguf_or_skip():
 
 @pytest.fixture(scope="module")
 def ours():
-    return GGUFTokenizer.from_gguf(_shipped_gguf_or_skip())
+    with one_parse_per_file():
+        return GGUFTokenizer.from_gguf(_shipped_gguf_or_skip())
 
 
 @pytest.fixture(scope="module")
 def theirs():
     path = _shipped_gguf_or_skip()
     transformers = pytest.importorskip("transformers", reason="transformers is the oracle")
-    return transformers.AutoTokenizer.from_pretrained(
-        os.path.dirname(path), gguf_file=os.path.basename(path)
-    )
+    with one_parse_per_file():
+        return transformers.AutoTokenizer.from_pretrained(
+            os.path.dirname(path), gguf_file=os.path.basename(path)
+        )
 
 
 TEXTS = [

