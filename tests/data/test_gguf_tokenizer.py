@@ -31,8 +31,9 @@ def _shipped_gguf_or_skip():
 
 @pytest.fixture(scope="module")
 def ours():
+    path = _shipped_gguf_or_skip()
     with one_parse_per_file():
-        return GGUFTokenizer.from_gguf(_shipped_gguf_or_skip())
+        return GGUFTokenizer.from_gguf(path)
 
 
 @pytest.fixture(scope="module")
