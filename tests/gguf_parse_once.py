@@ -1,8 +1,8 @@
 """Tests that read the shipped GGUF through transformers (the oracle) and through calclip_jax
 share one parse of it: the `gguf` package's reader parses every metadata field in Python (5.5 s
-for SmolLM2-135M-Instruct on a 2-core CPU), and transformers' loader opens the file once for
-its config and again for its weights. Both sides read the same read-only reader object, as both
-would build an identical one from the same file."""
+for SmolLM2-135M-Instruct on a 2-core CPU), and transformers' loader parses the file for its
+config and again for its weights (three times for the model). Both sides read the same read-only
+reader object, as both would build an identical one from the same file."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 
+import jax
 import pytest
 from experiments_testutil import slice_gguf, tiny_config
 from train_cli import TinyTrain
@@ -15,6 +16,7 @@ from calclip_jax.config import ConfigError, build_run_spec
 from calclip_jax.data import GGUFTokenizer, get_task
 from calclip_jax.shipped import shipped_file
 from calclip_jax.train.evaluate import encode_prompts, max_prompt_len
+from calclip_jax.train.sft import starting_params, starting_params_shapes
 
 MODEL = "smollm2-135m-instruct"
 
@@ -52,6 +54,9 @@ def test_spec_takes_sizes_and_tokenizer_from_the_checkpoint(tmp_path, sliced):
     assert isinstance(spec.tokenizer, GGUFTokenizer)
     assert (spec.model.n_layers, spec.model.vocab_size, spec.model.d_model) == (2, 49152, 576)
     assert spec.checkpoint == sliced
+    # an SFT cache hit restores into these shapes instead of reading the checkpoint
+    shape_dtype = lambda tree: jax.tree.map(lambda x: (x.shape, x.dtype), tree)
+    assert shape_dtype(starting_params(spec)) == shape_dtype(starting_params_shapes(spec))
     # prompts are encoded as one chat turn, ending in the assistant header
     task = get_task("arithmetic", max_digits=1, partial_credit=True, num_test=16)
     example = task.examples("test")[0]
