@@ -23,15 +23,14 @@ def _summary_writer_class() -> type:
     """tensorboardX's SummaryWriter, imported without torch: where torch is installed, tensorboardX
     imports it only to accept torch tensors, seconds at every run's start (4.4 s on a 2-core
     CPU). A torch already imported is left as it is."""
-    if "torch" in sys.modules:
-        from tensorboardX import SummaryWriter
-
-        return SummaryWriter
-    sys.modules["torch"] = None  # `import torch` raises ImportError: tensorboardX's fallback
+    block = "torch" not in sys.modules
+    if block:
+        sys.modules["torch"] = None  # `import torch` raises ImportError: tensorboardX's fallback
     try:
         from tensorboardX import SummaryWriter
     finally:
-        del sys.modules["torch"]
+        if block:
+            del sys.modules["torch"]
     return SummaryWriter
 
 
