@@ -15,12 +15,18 @@ eviction, which lists the whole directory under a file lock at every write) the 
 tests took 1274 s in CI, and 733 s without in the run after it. Set
 CALCLIP_TEST_COMPILE_CACHE=0 to compile everything afresh. The runs the tests launch as
 subprocesses take the same flags (less the 8 devices) and cache: `subprocess_env.one_device_env`.
+
+Every test under tests/experiments and tests/notebooks carries the `drivers` marker: CI's Python
+3.12 leg deselects them (`.ci/run`).
 """
 
 import os
 from pathlib import Path
 
+import pytest
 from subprocess_env import FORCED_DEVICES
+
+DRIVER_DIRS = ("experiments", "notebooks")  # tests of the experiment drivers, end to end
 
 os.environ.setdefault("XLA_FLAGS", f"{FORCED_DEVICES}=8 --xla_backend_optimization_level=0")
 
@@ -29,3 +35,11 @@ if os.environ.get("CALCLIP_TEST_COMPILE_CACHE", "1") != "0":
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_cache))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks the tests in DRIVER_DIRS `drivers`."""
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        if item.path.resolve().relative_to(tests).parts[0] in DRIVER_DIRS:
+            item.add_marker(pytest.mark.drivers)

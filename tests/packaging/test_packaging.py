@@ -61,3 +61,11 @@ def test_ci_runs_the_readme_test_command():
     commands = re.findall(r"```bash\n(python3 -m venv \.venv && [^\n]+)\n```", readme)
     assert len(commands) == 2 and "pytest" in commands[1], commands
     assert f"TEST_CMD='{commands[1]}'" in (REPO / ".ci" / "run").read_text()
+
+
+def test_the_drivers_marker_is_on_the_driver_directories_only(request):
+    """CI's Python 3.12 leg deselects `drivers`: the tests under tests/experiments and
+    tests/notebooks (tests/conftest.py marks them), checked on this session's tests."""
+    for item in request.session.items:
+        under = item.nodeid.split("/")[1] in ("experiments", "notebooks")
+        assert (item.get_closest_marker("drivers") is not None) == under, item.nodeid
