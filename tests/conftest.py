@@ -41,5 +41,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks the tests in DRIVER_DIRS `drivers`."""
     tests = Path(__file__).resolve().parent
     for item in items:
-        if item.path.resolve().relative_to(tests).parts[0] in DRIVER_DIRS:
+        path = item.path.resolve()
+        if path.is_relative_to(tests) and path.relative_to(tests).parts[0] in DRIVER_DIRS:
             item.add_marker(pytest.mark.drivers)
