@@ -6,7 +6,8 @@ own scales: k_scale [B, K, S, 1], v_scale [B, K, 1, S]). Layout: {"key_mask": [B
 "layers_{i}": {"k", "v"[, "k_scale", "v_scale"]}}. Keys and values are stored the way the score
 and value matmuls read them (kv-head as a batch dimension, values slot-minor), so a decode step
 does not copy the whole cache into that layout again for each layer (the matmuls are the same:
-`attention.attend_cached` is bitwise `attend` on the [B, S, K, H] arrays).
+`attention.attend_cached` is bitwise `attend` on the [B, S, K, H] arrays, but for a float32
+decode step, equal up to float32 rounding).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The KV cache's layout: what a write then read gives back, and `attend_cached` on it is bitwise
-`attend` on the [B, S, K, H] arrays (the sampler's decode and the trainer see the same numbers)."""
+`attend` on the [B, S, K, H] arrays (the sampler's decode and the trainer see the same numbers),
+but for a float32 decode step, which is within float32's rounding bound of it."""
 
 from __future__ import annotations
 
@@ -36,24 +37,100 @@ def test_write_then_read_is_the_roundtrip(storage):
         assert not untouched.any(), storage
 
 
-@settings(max_examples=4, deadline=None)
-@given(
-    b=st.integers(1, 4),
-    t=st.sampled_from([1, 3]),
-    s=st.integers(4, 20),
-    kv_heads=st.sampled_from([1, 2]),
-    group=st.sampled_from([1, 2]),
-    bf16=st.booleans(),
-    seed=st.integers(0, 2**16),
-)
-def test_attend_cached_is_attend(b, t, s, kv_heads, group, bf16, seed):
+def _inputs(b, t, s, kv_heads, group, seed):
     keys = jax.random.split(jax.random.key(seed), 4)
     q = jax.random.normal(keys[0], (b, t, kv_heads * group, H))
     k, v = (jax.random.normal(key, (b, s, kv_heads, H)) for key in keys[1:3])
     mask = jax.random.bernoulli(keys[3], 0.7, (b, t, s)).at[:, :, 0].set(True)
-    dtype = jnp.bfloat16 if bf16 else jnp.float32
     k_cache, v_cache = jnp.transpose(k, (0, 2, 1, 3)), jnp.transpose(v, (0, 2, 3, 1))
+    return q, k, v, mask, k_cache, v_cache
+
+
+@settings(max_examples=4, deadline=None)
+@given(
+    b=st.integers(1, 4),
+    t_bf16=st.sampled_from([(1, True), (3, True), (3, False)]),  # float32 t = 1: below
+    s=st.integers(4, 20),
+    kv_heads=st.sampled_from([1, 2]),
+    group=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**16),
+)
+def test_attend_cached_is_attend(b, t_bf16, s, kv_heads, group, seed):
+    t, bf16 = t_bf16
+    q, k, v, mask, k_cache, v_cache = _inputs(b, t, s, kv_heads, group, seed)
+    dtype = jnp.bfloat16 if bf16 else jnp.float32
     want = jax.jit(attention.attend, static_argnums=4)(q, k, v, mask, dtype)
     cached = attention.attend_cached
     for run in (cached, jax.jit(cached, static_argnums=4)):
         chex.assert_trees_all_equal(run(q, k_cache, v_cache, mask, dtype), want)
+
+
+def _float32_bound(q, k, v, mask) -> np.ndarray:
+    """Per output element, a bound on |float32 attention - exact| from the format (u = 2^-24):
+    each score sums H products (error <= gamma_H * sum|q k| / sqrt(H)); a score error d moves each
+    probability by a factor within exp(+-2d), exp and the normalization add a few u each
+    (relative, 8u (1 + |score|) taken); the value sum adds gamma_S * sum p |v|."""
+    u = 2.0**-24
+    gamma = lambda n: n * u / (1 - n * u)
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    group = q.shape[2] // k.shape[2]
+    k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)  # [B, S, N, H]
+    h, s = q.shape[-1], k.shape[1]
+    abs_qk = np.einsum("btnh,bsnh->bnts", np.abs(q), np.abs(k)) / np.sqrt(h)
+    scores = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(h)
+    m = np.asarray(mask)[:, None]
+    d = gamma(h) * np.max(np.where(m, abs_qk, 0), axis=-1, keepdims=True)
+    rel = 2 * d + 8 * u * (1 + np.max(np.where(m, np.abs(scores), 0), axis=-1, keepdims=True))
+    p = np.where(m, np.exp(scores - np.max(np.where(m, scores, -np.inf), -1, keepdims=True)), 0)
+    p /= p.sum(-1, keepdims=True)
+    weighted = np.einsum("bnts,bsnh->btnh", p, np.abs(v))
+    rel_BTN1 = np.transpose(rel, (0, 2, 1, 3))
+    return weighted * (gamma(s) + np.expm1(rel_BTN1))
+
+
+def _exact(q, k, v, mask) -> np.ndarray:
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    group = q.shape[2] // k.shape[2]
+    k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
+    scores = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(q.shape[-1])
+    scores = np.where(np.asarray(mask)[:, None], scores, -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    return np.einsum("bnts,bsnh->btnh", p / p.sum(-1, keepdims=True), v)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    b=st.integers(1, 4),
+    s=st.integers(4, 48),
+    kv_heads=st.sampled_from([1, 2]),
+    group=st.sampled_from([1, 2, 4]),
+    scale=st.sampled_from([1.0, 4.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_float32_decode_step_is_attend_within_rounding(b, s, kv_heads, group, scale, seed):
+    """The sampler's float32 decode path (`_attend_one_position`, taken by `attend_cached` for one
+    query position) and the trainer's `attend` (the matmuls of `_attention`) both lie within
+    float32's rounding bound of the float64 attention, jit and not."""
+    q, k, v, mask, k_cache, v_cache = _inputs(b, 1, s, kv_heads, group, seed)
+    q = q * scale
+    exact, bound = _exact(q, k, v, mask), _float32_bound(q, k, v, mask)
+    full = jax.jit(attention.attend, static_argnums=4)(q, k, v, mask, jnp.float32)
+    assert np.all(np.abs(np.asarray(full) - exact) <= bound)
+    cached = attention.attend_cached
+    for run in (cached, jax.jit(cached, static_argnums=4)):
+        got = np.asarray(run(q, k_cache, v_cache, mask, jnp.float32))
+        assert np.all(np.abs(got - exact) <= bound)
+        assert np.all(np.abs(got - np.asarray(full)) <= 2 * bound)
+
+
+def test_float32_decode_step_takes_the_transpose_free_path():
+    """`attend_cached` on one float32 query position lowers to matmuls with no transpose around
+    them; bfloat16 keeps `_attention`'s (bitwise above)."""
+    q, _, _, mask, k_cache, v_cache = _inputs(2, 1, 8, 2, 2, 0)
+
+    def hlo(dtype):
+        fn = jax.jit(attention.attend_cached, static_argnums=4)
+        return fn.lower(q, k_cache, v_cache, mask, dtype).as_text()
+
+    assert "transpose" not in hlo(jnp.float32)
+    assert "transpose" in hlo(jnp.bfloat16)
