@@ -20,7 +20,7 @@ RULES: tuple[tuple[str, P], ...] = (
     (r"attn/(q_proj|k_proj|v_proj)/kernel$", P("fsdp", "tensor")),
     (r"attn/(q_proj|k_proj|v_proj)/bias$", P("tensor")),
     (r"attn/o_proj/kernel$", P("tensor", "fsdp")),
-    (r"mlp/(gate_proj|up_proj)/kernel$", P("fsdp", "tensor")),
+    (r"mlp/(gate_proj|up_proj|gate_up_proj)/kernel$", P("fsdp", "tensor")),
     (r"mlp/down_proj/kernel$", P("tensor", "fsdp")),
     (r"lm_head/kernel$", P("fsdp", "tensor")),
     (r"(norm|q_norm|k_norm)/scale$", P()),

@@ -7,7 +7,10 @@ or quantize them at every step:
   of "params" into the ``PREQUANTIZED`` collection as their forward GEMM operands (float8 values
   and scales, ``prequantize_kernel``: the same quantization the trainer's forward applies, so the
   decode runs the same float8 GEMMs on the same values);
-- otherwise (fp32, delayed weight scaling, FP8 weights with non-FP8 activations): unchanged; the
+- float32 weights and activations: each MLP's gate and up kernels fused into one
+  (`mlp.fuse_gate_up`): one GEMM of twice the width, equal to the two up to float32 rounding
+  (not bitwise at every shape, so the bf16 and FP8 samplers, every committed rollout, keep two);
+- otherwise (delayed weight scaling, FP8 weights with non-FP8 activations): unchanged; the
   matmuls quantize in the loop.
 The lm_head kernel (or tied embedding) follows `recipe.lm_head` and is left to the matmul.
 """
@@ -21,6 +24,7 @@ from flax import traverse_util
 
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.fp8.prequantized import PREQUANTIZED, prequantize_kernel
+from calclip_jax.model.mlp import fuse_gate_up
 
 
 def _is_dense_kernel(path: tuple[str, ...]) -> bool:
@@ -37,6 +41,8 @@ def sync_weights(params: Any, recipe: PrecisionRecipe) -> dict[str, Any]:
     """The rollout's model variables ({"params": ...}, plus ``PREQUANTIZED`` for FP8 weights)
     computing the same function under ``recipe`` as ``{"params": params}``."""
     w = recipe.weights
+    if w.dtype == "fp32" and recipe.activations.dtype == "fp32" and not recipe.any_delayed:
+        return {"params": fuse_gate_up(params)}
     if w.dtype != "bf16" and not presyncable(recipe):
         return {"params": params}
     flat = traverse_util.flatten_dict(params)
