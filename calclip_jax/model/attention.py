@@ -58,26 +58,26 @@ def attend_cached(
     the same matmuls without transposing the cache into their layout first. A float32 decode
     step (one query position) is `_attend_one_position`."""
     if q_BTNH.shape[1] == 1 and dtype == jnp.float32:
-        return _attend_one_position(q_BTNH, k_BKSH, v_BKHS, mask_BTS, dtype)
+        return _attend_one_position(q_BTNH, k_BKSH, v_BKHS, mask_BTS)
     return _attention(q_BTNH, k_BKSH, v_BKHS, mask_BTS, dtype, "bksh", "bkhs")
 
 
 def _attend_one_position(
-    q_B1NH: jax.Array, k_BKSH: jax.Array, v_BKHS: jax.Array, mask_B1S: jax.Array, dtype: jnp.dtype
+    q_B1NH: jax.Array, k_BKSH: jax.Array, v_BKHS: jax.Array, mask_B1S: jax.Array
 ) -> jax.Array:
-    """`_attention` of one query position with its heads as [B, K, R, H], a free reshape, so no
-    operand or result of the two matmuls is transposed (XLA-CPU: each decode step's attention
-    in 0.6x the time). The same matmuls in another operand order: equal up to float32 rounding,
-    not bitwise, which is why bfloat16 (every committed rollout) keeps `_attention`."""
+    """float32 `_attention` of one query position with its heads as [B, K, R, H], a free
+    reshape, so no operand or result of the two matmuls is transposed (XLA-CPU: each decode
+    step's attention in 0.6x the time). The same matmuls in another operand order: equal up to
+    float32 rounding, not bitwise, which is why bfloat16 (every committed rollout) keeps
+    `_attention`."""
     b, _, n, h = q_B1NH.shape
     k_heads = k_BKSH.shape[1]
-    q_BKRH = q_B1NH.reshape(b, k_heads, n // k_heads, h).astype(dtype)
-    prec = jax.lax.Precision.HIGHEST if dtype == jnp.float32 else None
-    dot = functools.partial(jnp.einsum, preferred_element_type=jnp.float32, precision=prec)
-    scores_BKRS = dot("bkrh,bksh->bkrs", q_BKRH, k_BKSH.astype(dtype)) / jnp.sqrt(jnp.float32(h))
+    q_BKRH = q_B1NH.reshape(b, k_heads, n // k_heads, h).astype(jnp.float32)
+    dot = functools.partial(jnp.einsum, precision=jax.lax.Precision.HIGHEST)
+    scores_BKRS = dot("bkrh,bksh->bkrs", q_BKRH, k_BKSH.astype(jnp.float32)) / jnp.sqrt(h)
     scores_BKRS = jnp.where(mask_B1S[:, None], scores_BKRS, _MASKED)
     probs_BKRS = jax.nn.softmax(scores_BKRS, axis=-1)
-    out_BKRH = dot("bkrs,bkhs->bkrh", probs_BKRS.astype(dtype), v_BKHS.astype(dtype))
+    out_BKRH = dot("bkrs,bkhs->bkrh", probs_BKRS, v_BKHS.astype(jnp.float32))
     return out_BKRH.reshape(b, 1, n, h)
 
 
