@@ -18,6 +18,7 @@ import re
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -50,6 +51,28 @@ def op_time_per_kind(trace_dir: str, calls: int) -> dict[str, tuple[float, float
     return {k: (total_us[k] / calls / 1e3, count[k] / calls) for k in total_us}
 
 
+def traced_op_kinds(run: Callable[[int], None], calls: int) -> dict[str, tuple[float, float]]:
+    """`op_time_per_kind` of a `jax.profiler` trace of `run(0)` ... `run(calls - 1)`."""
+    with tempfile.TemporaryDirectory() as trace_dir:
+        jax.profiler.start_trace(trace_dir)
+        for i in range(calls):
+            run(i)
+        jax.profiler.stop_trace()
+        return op_time_per_kind(trace_dir, calls)
+
+
+def print_op_kinds(
+    kinds: dict[str, tuple[float, float]], unit: str, count_unit: str, per_count: int = 1
+) -> None:
+    """The `--top` op kinds by time: ms per `unit`, share, times per `count_unit` (`per_count`
+    of them in a `unit`)."""
+    all_ms = sum(ms for ms, _ in kinds.values())
+    print(f"op time per {unit} {all_ms:.1f} ms; by kind (per {unit}, share, times per "
+          f"{count_unit}):")  # fmt: skip
+    for kind, (ms, n) in sorted(kinds.items(), key=lambda kv: -kv[1][0])[: _TOP.value]:
+        print(f"  {ms:7.2f} ms {ms / all_ms:6.1%} {n / per_count:7.1f}x  {kind}")
+
+
 def main(argv: list[str]) -> None:
     del argv
     model, recipe = bench.QWEN3_TINY, PrecisionRecipe.preset(bench._PRECISION.value)
@@ -74,17 +97,9 @@ def main(argv: list[str]) -> None:
     print(f"sampler call: median {median * 1e3:.1f} ms over {len(times)} calls "
           f"({tokens / median:.0f} tokens/s)")  # fmt: skip
 
-    with tempfile.TemporaryDirectory() as trace_dir:
-        jax.profiler.start_trace(trace_dir)
-        for i in range(_TRACED.value):
-            call(1000 + i)
-        jax.profiler.stop_trace()
-        kinds = op_time_per_kind(trace_dir, _TRACED.value)
-    all_ms = sum(ms for ms, _ in kinds.values())
+    kinds = traced_op_kinds(lambda i: call(1000 + i), _TRACED.value)
     steps = bench._GEN_LEN.value  # decode steps per call (the prefill's ops count in with them)
-    print(f"op time per call {all_ms:.1f} ms; by kind (per call, share, times per decode step):")
-    for kind, (ms, n) in sorted(kinds.items(), key=lambda kv: -kv[1][0])[: _TOP.value]:
-        print(f"  {ms:7.2f} ms {ms / all_ms:6.1%} {n / steps:7.1f}x  {kind}")
+    print_op_kinds(kinds, "call", "decode step", steps)
 
 
 if __name__ == "__main__":

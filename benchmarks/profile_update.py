@@ -12,7 +12,6 @@ GEMMs).
 from __future__ import annotations
 
 import statistics
-import tempfile
 import time
 from typing import Any
 
@@ -22,11 +21,10 @@ from absl import app
 
 from benchmarks import bench_grpo_step as bench
 from benchmarks import profile_sampler as profile
-from benchmarks.profile_sampler import op_time_per_kind
 from calclip_jax.fp8 import PrecisionRecipe
 
 # --calls (timed updates, after 3 for compilation), --traced, --top: profile_sampler's flags
-_CALLS, _TRACED, _TOP = profile._CALLS, profile._TRACED, profile._TOP
+_CALLS, _TRACED = profile._CALLS, profile._TRACED
 
 
 def main(argv: list[str]) -> None:
@@ -57,16 +55,8 @@ def main(argv: list[str]) -> None:
     print(f"update: median {median * 1e3:.1f} ms over {_CALLS.value} calls (min "
           f"{min(times[3:]) * 1e3:.1f} ms)")  # fmt: skip
 
-    with tempfile.TemporaryDirectory() as trace_dir:
-        jax.profiler.start_trace(trace_dir)
-        for i in range(_TRACED.value):
-            update(1000 + i)
-        jax.profiler.stop_trace()
-        kinds = op_time_per_kind(trace_dir, _TRACED.value)
-    all_ms = sum(ms for ms, _ in kinds.values())
-    print(f"op time per update {all_ms:.1f} ms; by kind (per update, share, times per update):")
-    for kind, (ms, n) in sorted(kinds.items(), key=lambda kv: -kv[1][0])[: _TOP.value]:
-        print(f"  {ms:7.2f} ms {ms / all_ms:6.1%} {n:7.1f}x  {kind}")
+    kinds = profile.traced_op_kinds(lambda i: update(1000 + i), _TRACED.value)
+    profile.print_op_kinds(kinds, "update", "update")
 
 
 if __name__ == "__main__":
