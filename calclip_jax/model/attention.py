@@ -24,16 +24,12 @@ import jax.numpy as jnp
 
 from calclip_jax.fp8 import PrecisionRecipe, RecipeDense
 from calclip_jax.model import kv_cache
+from calclip_jax.model.attention_dtype import CACHE_LAYOUTS, attention_compute_dtype
 from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.fused_attention import full_sequence_attention
 from calclip_jax.model.layers import RMSNorm, apply_rope
 
 _MASKED = -1e30
-
-
-def attention_compute_dtype(recipe: PrecisionRecipe) -> jnp.dtype:
-    """float32 when the recipe's activations are fp32, else bfloat16 (operands only)."""
-    return jnp.float32 if recipe.activations.dtype == "fp32" else jnp.bfloat16
 
 
 def fuses_attention(recipe: PrecisionRecipe) -> bool:
@@ -52,18 +48,26 @@ def attend(
 
 
 def attend_cached(
-    q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKHS: jax.Array, mask_BTS: jax.Array, dtype: jnp.dtype
+    q_BTNH: jax.Array, k_cache: jax.Array, v_cache: jax.Array, mask_BTS: jax.Array, dtype: jnp.dtype
 ) -> jax.Array:
-    """`attend` on the KV cache's layout (`kv_cache`: keys [B, K, S, H], values [B, K, H, S]):
-    the same matmuls without transposing the cache into their layout first. A float32 decode
-    step (one query position) is `_attend_one_position`."""
+    """`attend` (bitwise) on the KV cache's layout for `dtype` (`CACHE_LAYOUTS`). Its matmuls
+    read the bfloat16 layout as is; a float32 cache is transposed into it (a prefill: once a
+    call), except for a float32 decode step (one query position): `_attend_one_position`."""
     if q_BTNH.shape[1] == 1 and dtype == jnp.float32:
-        return _attend_one_position(q_BTNH, k_BKSH, v_BKHS, mask_BTS)
-    return _attention(q_BTNH, k_BKSH, v_BKHS, mask_BTS, dtype, "bksh", "bkhs")
+        return _attend_one_position(q_BTNH, k_cache, v_cache, mask_BTS)
+    stored, read = CACHE_LAYOUTS[jnp.dtype(dtype)], CACHE_LAYOUTS[jnp.dtype(jnp.bfloat16)]
+    if stored != read:  # the barrier keeps XLA from folding the transposes into the matmuls
+        k_cache, v_cache = jax.lax.optimization_barrier(
+            (
+                jnp.einsum(f"{stored['k']}->{read['k']}", k_cache),
+                jnp.einsum(f"{stored['v']}->{read['v']}", v_cache),
+            )
+        )
+    return _attention(q_BTNH, k_cache, v_cache, mask_BTS, dtype, read["k"], read["v"])
 
 
 def _attend_one_position(
-    q_B1NH: jax.Array, k_BKSH: jax.Array, v_BKHS: jax.Array, mask_B1S: jax.Array
+    q_B1NH: jax.Array, k_cache: jax.Array, v_cache: jax.Array, mask_B1S: jax.Array
 ) -> jax.Array:
     """float32 `_attention` of one query position with its heads as [B, K, R, H], a free
     reshape, so no operand or result of the two matmuls is transposed (XLA-CPU: each decode
@@ -71,13 +75,15 @@ def _attend_one_position(
     float32 rounding, not bitwise, which is why bfloat16 (every committed rollout) keeps
     `_attention`."""
     b, _, n, h = q_B1NH.shape
-    k_heads = k_BKSH.shape[1]
+    k_heads = k_cache.shape[1]
     q_BKRH = q_B1NH.reshape(b, k_heads, n // k_heads, h).astype(jnp.float32)
     dot = functools.partial(jnp.einsum, precision=jax.lax.Precision.HIGHEST)
-    scores_BKRS = dot("bkrh,bksh->bkrs", q_BKRH, k_BKSH.astype(jnp.float32)) / jnp.sqrt(h)
+    layout = CACHE_LAYOUTS[jnp.dtype(jnp.float32)]
+    k_axes, v_axes = layout["k"], layout["v"]
+    scores_BKRS = dot(f"bkrh,{k_axes}->bkrs", q_BKRH, k_cache.astype(jnp.float32)) / jnp.sqrt(h)
     scores_BKRS = jnp.where(mask_B1S[:, None], scores_BKRS, _MASKED)
     probs_BKRS = jax.nn.softmax(scores_BKRS, axis=-1)
-    out_BKRH = dot("bkrs,bkhs->bkrh", probs_BKRS, v_BKHS.astype(jnp.float32))
+    out_BKRH = dot(f"bkrs,{v_axes}->bkrh", probs_BKRS, v_cache.astype(jnp.float32))
     return out_BKRH.reshape(b, 1, n, h)
 
 
@@ -153,8 +159,8 @@ class Attention(nn.Module):
             attention = full_sequence_attention if fuses_attention(pol) else attend
             out_BTNH = attention(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
         else:
-            layer_cache = kv_cache.write(layer_cache, k_BTKH, v_BTKH, cache_index, pol.kv_cache)
-            k_BKSH, v_BKHS = kv_cache.read(layer_cache)
-            out_BTNH = attend_cached(q_BTNH, k_BKSH, v_BKHS, mask_BTS, dtype)
+            layer_cache = kv_cache.write(layer_cache, k_BTKH, v_BTKH, cache_index, pol)
+            k_cache, v_cache = kv_cache.read(layer_cache)
+            out_BTNH = attend_cached(q_BTNH, k_cache, v_cache, mask_BTS, dtype)
         out_BTD = out_BTNH.reshape(b, t, cfg.n_heads * cfg.head_dim)
         return RecipeDense(cfg.d_model, pol, name="o_proj")(out_BTD), layer_cache

@@ -1,13 +1,13 @@
-"""Static-shape KV cache: per layer keys [B, K, S, H] and values [B, K, H, S]; a key mask [B, S].
+"""Static-shape KV cache: per layer keys and values with kv-head as a batch axis; a key mask [B, S].
 
 Storage follows the recipe's `kv_cache` precision: float32, bfloat16, or FP8 values with one
 float32 scale per token and kv-head (computed at each write step, so every decode step gets its
-own scales: k_scale [B, K, S, 1], v_scale [B, K, 1, S]). Layout: {"key_mask": [B, S] bool,
+own scales, stored like the values with a head-dim axis of 1). Layout: {"key_mask": [B, S] bool,
 "layers_{i}": {"k", "v"[, "k_scale", "v_scale"]}}. Keys and values are stored the way the score
-and value matmuls read them (kv-head as a batch dimension, values slot-minor), so a decode step
-does not copy the whole cache into that layout again for each layer (the matmuls are the same:
-`attention.attend_cached` is bitwise `attend` on the [B, S, K, H] arrays, but for a float32
-decode step, equal up to float32 rounding).
+and value matmuls read them (`attention_dtype.cache_layout`: for float32 attention keys
+[B, K, H, S] and values [B, K, S, H], for bfloat16 keys [B, K, S, H] and values [B, K, H, S]),
+so a decode step copies no cache into another layout; `attention.attend_cached` is bitwise
+`attend` on the [B, S, K, H] arrays, but for float32 attention, equal up to float32 rounding.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from calclip_jax.fp8 import TensorPrecision, dequantize_kv, quantize_kv
+from calclip_jax.fp8 import PrecisionRecipe, TensorPrecision, dequantize_kv, quantize_kv
+from calclip_jax.model.attention_dtype import cache_layout
 from calclip_jax.model.config import ModelConfig
 
 Cache = dict[str, jax.Array | dict[str, jax.Array]]
@@ -26,19 +27,19 @@ def storage_dtype(prec: TensorPrecision) -> jnp.dtype:
     return jnp.dtype(prec.jnp_dtype)
 
 
-def init_cache(config: ModelConfig, prec: TensorPrecision, batch: int, max_len: int) -> Cache:
-    """Empty cache for `batch` sequences of up to `max_len` tokens."""
-    k_shape = (batch, config.n_kv_heads, max_len, config.head_dim)
-    v_shape = (batch, config.n_kv_heads, config.head_dim, max_len)
+def init_cache(config: ModelConfig, recipe: PrecisionRecipe, batch: int, max_len: int) -> Cache:
+    """Empty cache for `batch` sequences of up to `max_len` tokens, stored at `recipe.kv_cache`
+    in `cache_layout(recipe)`."""
+    prec = recipe.kv_cache
+    sizes = {"b": batch, "k": config.n_kv_heads, "s": max_len, "h": config.head_dim}
     cache: Cache = {"key_mask": jnp.zeros((batch, max_len), jnp.bool_)}
     for i in range(config.n_layers):
-        layer = {
-            "k": jnp.zeros(k_shape, storage_dtype(prec)),
-            "v": jnp.zeros(v_shape, storage_dtype(prec)),
-        }
-        if prec.is_fp8:
-            layer["k_scale"] = jnp.ones((batch, config.n_kv_heads, max_len, 1), jnp.float32)
-            layer["v_scale"] = jnp.ones((batch, config.n_kv_heads, 1, max_len), jnp.float32)
+        layer = {}
+        for name, axes in cache_layout(recipe).items():
+            layer[name] = jnp.zeros([sizes[a] for a in axes], storage_dtype(prec))
+            if prec.is_fp8:  # one scale per slot: the head-dim axis is 1
+                scale_shape = [1 if a == "h" else sizes[a] for a in axes]
+                layer[f"{name}_scale"] = jnp.ones(scale_shape, jnp.float32)
         cache[f"layers_{i}"] = layer
     return cache
 
@@ -50,22 +51,19 @@ def roundtrip(x_BTKH: jax.Array, prec: TensorPrecision) -> jax.Array:
     return x_BTKH.astype(storage_dtype(prec)).astype(jnp.float32)
 
 
-# [B, T, K, H] -> the stored layout of each buffer, and the slot axis written along.
-_STORED = {"k": ((0, 2, 1, 3), 2), "v": ((0, 2, 3, 1), 3)}
-
-
 def write(
     layer: dict[str, jax.Array],
     k_BTKH: jax.Array,
     v_BTKH: jax.Array,
     index: jax.Array,
-    prec: TensorPrecision,
+    recipe: PrecisionRecipe,
 ) -> dict[str, jax.Array]:
-    """Writes T new tokens at slots [index, index + T)."""
-    out = dict(layer)
+    """Writes T new tokens at slots [index, index + T) of a layer of `init_cache(..., recipe,
+    ...)`."""
+    out, prec, layout = dict(layer), recipe.kv_cache, cache_layout(recipe)
     for name, x in (("k", k_BTKH), ("v", v_BTKH)):
-        perm, slot_axis = _STORED[name]
-        start = tuple(index if a == slot_axis else 0 for a in range(4))
+        perm = tuple("bskh".index(a) for a in layout[name])  # [B, T, K, H]: T are slots
+        start = tuple(index if a == "s" else 0 for a in layout[name])
         if prec.is_fp8:
             values, scale = quantize_kv(x, prec)
             scale = jnp.broadcast_to(scale, (*x.shape[:-1], 1)).astype(jnp.float32)
@@ -80,7 +78,7 @@ def write(
 
 
 def read(layer: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-    """Full K [B, K, S, H] and V [B, K, H, S] buffers, dequantized to float32."""
+    """Full K and V buffers (in their stored layout), dequantized to float32."""
     if "k_scale" in layer:
         return dequantize_kv(layer["k"], layer["k_scale"]), dequantize_kv(
             layer["v"], layer["v_scale"]

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from calclip_jax.fp8 import TensorPrecision
+from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.kv_cache import init_cache
 
@@ -73,7 +73,7 @@ def check_prompt_groups(batch: dict[str, np.ndarray], groups: PromptGroups) -> N
 def shared_prompt_outputs(
     apply: Callable[..., tuple[jax.Array, object]],
     config: ModelConfig,
-    kv_precision: TensorPrecision,
+    recipe: PrecisionRecipe,
     groups: PromptGroups,
     tokens_BT: jax.Array,
     positions_BT: jax.Array,
@@ -90,7 +90,7 @@ def shared_prompt_outputs(
     b, t = tokens_BT.shape
     groups.check_batch(b, t)
     g, p = groups.group_size, groups.prompt_len(t)
-    cache = init_cache(config, kv_precision, b // g, t)
+    cache = init_cache(config, recipe, b // g, t)
     prompt = (x[::g, :p] for x in (tokens_BT, positions_BT, attn_mask_BT))
     prompt_out, cache = apply(*prompt, cache, 0, **kwargs)
     cache = jax.tree.map(lambda x: jnp.repeat(x, g, axis=0), cache)

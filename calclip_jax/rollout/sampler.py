@@ -110,7 +110,7 @@ def _sample_jit(
     first_pos_B = rep(jnp.sum(pmask_BP, axis=1))
 
     if use_cache:
-        cache = init_cache(config, recipe.kv_cache, b, total)
+        cache = init_cache(config, recipe, b, total)
         logits_BPV, cache = apply(prompt_BP, positions_from_mask(pmask_BP), pmask_BP, cache, 0)
         cache = jax.tree.map(rep, cache)
         last_BV = rep(logits_BPV[:, -1])

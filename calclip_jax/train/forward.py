@@ -61,7 +61,7 @@ def batch_logprobs(
             raise ValueError("a shared-prompt forward takes no delayed-scaling recipe")
         apply = lambda *a, **kw: model.apply(variables, *a, **kw)
         out = shared_prompt_outputs(
-            apply, model_config, recipe.kv_cache, shared_prompt, *args, return_hidden=chunked
+            apply, model_config, recipe, shared_prompt, *args, return_hidden=chunked
         )
         skip = tokens_BT.shape[1] - out.shape[1]  # columns before the prompt's last
         tokens_BT, mask_BT = tokens_BT[:, skip:], mask_BT[:, skip:]

@@ -40,7 +40,7 @@ def cached_logits(
     (b, t), p = tokens_BT.shape, prefill
     model = Transformer(config, recipe)
     pos_BT = positions_from_mask(mask_BT)
-    cache = init_cache(config, recipe.kv_cache, b, t)
+    cache = init_cache(config, recipe, b, t)
     run = functools.partial(model.apply, {"params": params})
     pre_BPV, cache = run(tokens_BT[:, :p], pos_BT[:, :p], mask_BT[:, :p], cache, 0)
 

@@ -4,6 +4,8 @@ but for a float32 decode step, which is within float32's rounding bound of it.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -13,36 +15,42 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from model_testutil import TINY
 
-from calclip_jax.fp8 import TensorPrecision
+from calclip_jax.fp8 import PrecisionRecipe, TensorPrecision
 from calclip_jax.model import attention, kv_cache
+from calclip_jax.model.attention_dtype import CACHE_LAYOUTS, attention_compute_dtype
 
 H = TINY.head_dim
 
 
-def _bskh_from_cache(k_BKSH: jax.Array, v_BKHS: jax.Array) -> tuple[jax.Array, jax.Array]:
-    return jnp.transpose(k_BKSH, (0, 2, 1, 3)), jnp.transpose(v_BKHS, (0, 3, 1, 2))
+def _bskh_from_cache(k: jax.Array, v: jax.Array, dtype: jnp.dtype) -> tuple[jax.Array, ...]:
+    layout = CACHE_LAYOUTS[jnp.dtype(dtype)]
+    return jnp.einsum(f"{layout['k']}->bskh", k), jnp.einsum(f"{layout['v']}->bskh", v)
 
 
+@pytest.mark.parametrize("activations", ["fp32", "bf16"])
 @pytest.mark.parametrize("storage", ["fp32", "bf16", "e4m3"])
-def test_write_then_read_is_the_roundtrip(storage):
+def test_write_then_read_is_the_roundtrip(storage, activations):
     prec = TensorPrecision(storage)
+    recipe = dataclasses.replace(PrecisionRecipe.preset(activations), kv_cache=prec)
     b, s, start, t = 3, 9, 2, 4
     x = jax.random.normal(jax.random.key(0), (2, b, t, TINY.n_kv_heads, H), jnp.float32) * 3
-    layer = kv_cache.init_cache(TINY, prec, b, s)["layers_0"]
-    layer = jax.jit(kv_cache.write, static_argnums=4)(layer, x[0], x[1], jnp.int32(start), prec)
-    k, v = _bskh_from_cache(*kv_cache.read(layer))
+    layer = kv_cache.init_cache(TINY, recipe, b, s)["layers_0"]
+    layer = jax.jit(kv_cache.write, static_argnums=4)(layer, x[0], x[1], jnp.int32(start), recipe)
+    k, v = _bskh_from_cache(*kv_cache.read(layer), attention_compute_dtype(recipe))
     for got, new in ((k, x[0]), (v, x[1])):
         np.testing.assert_array_equal(got[:, start : start + t], kv_cache.roundtrip(new, prec))
         untouched = np.delete(np.asarray(got), np.s_[start : start + t], axis=1)
         assert not untouched.any(), storage
 
 
-def _inputs(b, t, s, kv_heads, group, seed):
+def _inputs(b, t, s, kv_heads, group, seed, dtype=jnp.float32):
+    """q, k, v [B, S, K, H], mask, and k, v in the cache's layout for attention in `dtype`."""
     keys = jax.random.split(jax.random.key(seed), 4)
     q = jax.random.normal(keys[0], (b, t, kv_heads * group, H))
     k, v = (jax.random.normal(key, (b, s, kv_heads, H)) for key in keys[1:3])
     mask = jax.random.bernoulli(keys[3], 0.7, (b, t, s)).at[:, :, 0].set(True)
-    k_cache, v_cache = jnp.transpose(k, (0, 2, 1, 3)), jnp.transpose(v, (0, 2, 3, 1))
+    layout = CACHE_LAYOUTS[jnp.dtype(dtype)]
+    k_cache, v_cache = (jnp.einsum(f"bskh->{layout[n]}", x) for n, x in (("k", k), ("v", v)))
     return q, k, v, mask, k_cache, v_cache
 
 
@@ -57,8 +65,8 @@ def _inputs(b, t, s, kv_heads, group, seed):
 )
 def test_attend_cached_is_attend(b, t_bf16, s, kv_heads, group, seed):
     t, bf16 = t_bf16
-    q, k, v, mask, k_cache, v_cache = _inputs(b, t, s, kv_heads, group, seed)
     dtype = jnp.bfloat16 if bf16 else jnp.float32
+    q, k, v, mask, k_cache, v_cache = _inputs(b, t, s, kv_heads, group, seed, dtype)
     want = jax.jit(attention.attend, static_argnums=4)(q, k, v, mask, dtype)
     cached = attention.attend_cached
     for run in (cached, jax.jit(cached, static_argnums=4)):
@@ -125,12 +133,16 @@ def test_float32_decode_step_is_attend_within_rounding(b, s, kv_heads, group, sc
 
 def test_float32_decode_step_takes_the_transpose_free_path():
     """`attend_cached` on one float32 query position lowers to matmuls with no transpose around
-    them; bfloat16 keeps `_attention`'s (bitwise above)."""
-    q, _, _, mask, k_cache, v_cache = _inputs(2, 1, 8, 2, 2, 0)
+    them, each a plain [M, K] x [K, N] (the right operand contraction-major: the cache layout);
+    bfloat16 keeps `_attention`'s (bitwise above)."""
 
     def hlo(dtype):
+        q, _, _, mask, k_cache, v_cache = _inputs(2, 1, 8, 2, 2, 0, dtype)
         fn = jax.jit(attention.attend_cached, static_argnums=4)
         return fn.lower(q, k_cache, v_cache, mask, dtype).as_text()
 
-    assert "transpose" not in hlo(jnp.float32)
+    fp32 = hlo(jnp.float32)
+    assert "transpose" not in fp32
+    dots = [line for line in fp32.splitlines() if "dot_general" in line]
+    assert len(dots) == 2 and all("contracting_dims = [3] x [2]" in d for d in dots), dots
     assert "transpose" in hlo(jnp.bfloat16)

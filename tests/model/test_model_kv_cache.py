@@ -65,11 +65,16 @@ def test_cached_matches_recompute(setup, preset, kv, rel_tol):
 
 def test_fp8_kv_cache_storage(setup):
     recipe = _recipe("bf16", "e4m3")
-    cache = init_cache(TINY, recipe.kv_cache, 2, 6)
+    cache = init_cache(TINY, recipe, 2, 6)  # bfloat16 attention: keys slot-major
     chex.assert_shape(cache["layers_0"]["k"], (2, TINY.n_kv_heads, 6, TINY.head_dim))
     chex.assert_shape(cache["layers_0"]["v"], (2, TINY.n_kv_heads, TINY.head_dim, 6))
     chex.assert_shape(cache["layers_0"]["k_scale"], (2, TINY.n_kv_heads, 6, 1))
     chex.assert_shape(cache["layers_0"]["v_scale"], (2, TINY.n_kv_heads, 1, 6))
     assert cache["layers_0"]["v"].dtype == jnp.float8_e4m3fn
     assert cache["key_mask"].shape == (2, 6) and not bool(cache["key_mask"].any())
-    assert "k_scale" not in init_cache(TINY, TensorPrecision("bf16"), 2, 6)["layers_0"]
+    assert "k_scale" not in init_cache(TINY, _recipe("bf16", None), 2, 6)["layers_0"]
+    fp32 = init_cache(TINY, _recipe("fp32", "e4m3"), 2, 6)["layers_0"]  # keys slot-minor
+    chex.assert_shape(fp32["k"], (2, TINY.n_kv_heads, TINY.head_dim, 6))
+    chex.assert_shape(fp32["v"], (2, TINY.n_kv_heads, 6, TINY.head_dim))
+    chex.assert_shape(fp32["k_scale"], (2, TINY.n_kv_heads, 1, 6))
+    chex.assert_shape(fp32["v_scale"], (2, TINY.n_kv_heads, 6, 1))
