@@ -7,7 +7,8 @@ own scales, stored like the values with a head-dim axis of 1). Layout: {"key_mas
 and value matmuls read them (`attention_dtype.cache_layout`: for float32 attention keys
 [B, K, H, S] and values [B, K, S, H], for bfloat16 keys [B, K, S, H] and values [B, K, H, S]),
 so a decode step copies no cache into another layout; `attention.attend_cached` is bitwise
-`attend` on the [B, S, K, H] arrays, but for float32 attention, equal up to float32 rounding.
+`attend` on the [B, S, K, H] arrays, but for a float32 decode step, equal up to float32
+rounding.
 """
 
 from __future__ import annotations
