@@ -5,7 +5,9 @@ Run: ``python -m benchmarks.profile_sampler`` (about 1 minute). Times `--calls` 
 `--gen_len` new tokens, `--precision`), then records a `jax.profiler` trace of `--traced` more
 calls and prints each op kind's time per call and share of all op time (XLA-CPU thunk names,
 numeric suffixes dropped: `ynn_fusion` are the GEMM fusions, `transpose_copy_fusion` the
-layout copies).
+layout copies). `--by_source` splits each kind by the model code that emitted it (the op's
+`op_name` in the compiled HLO, layer indices dropped: `Transformer/L/attn/...`), tracing calls
+of the sampler under one outer `jax.jit`, whose compiled HLO names the traced ops.
 """
 
 from __future__ import annotations
@@ -31,12 +33,30 @@ from calclip_jax.train import init_variables
 _CALLS = flags.DEFINE_integer("calls", 15, "Timed sampler calls.")
 _TRACED = flags.DEFINE_integer("traced", 5, "Sampler calls in the profiler trace.")
 _TOP = flags.DEFINE_integer("top", 12, "Op kinds printed.")
+_BY_SOURCE = flags.DEFINE_bool("by_source", False, "Split op kinds by the code that emitted them.")
 
 NOT_OPS = ("Thunk", "Pjit", "PjRt", "Slinky")  # dispatch and thread-pool events, not XLA ops
 
 
-def op_time_per_kind(trace_dir: str, calls: int) -> dict[str, tuple[float, float]]:
-    """{op kind: (ms per call, times per call)} from the trace in `trace_dir`."""
+def op_kind(name: str) -> str:
+    """An XLA op's kind: its name without the numeric suffix (`ynn_fusion.12` -> `ynn_fusion`)."""
+    return re.sub(r"\.\d+$", "", name)
+
+
+def op_sources(hlo_text: str) -> dict[str, str]:
+    """{op name: `op_name` metadata, its jit prefix and layer index dropped} of compiled HLO."""
+    sources = {}
+    for line in hlo_text.splitlines():
+        m = re.match(r'\s*(?:ROOT )?%?([\w.\-]+) = .*?op_name="([^"]+)"', line)
+        if m:
+            sources[m.group(1)] = re.sub(r"layers_\d+", "L", m.group(2).split("/", 1)[-1])
+    return sources
+
+
+def op_time_per_kind(
+    trace_dir: str, calls: int, kind_of: Callable[[str], str] = op_kind
+) -> dict[str, tuple[float, float]]:
+    """{`kind_of(op name)`: (ms per call, times per call)} from the trace in `trace_dir`."""
     (path,) = glob.glob(f"{trace_dir}/**/*.trace.json.gz", recursive=True)
     with gzip.open(path) as f:
         events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
@@ -45,20 +65,22 @@ def op_time_per_kind(trace_dir: str, calls: int) -> dict[str, tuple[float, float
         name = e["name"]
         if name.startswith(("$", "end: ")) or any(s in name for s in NOT_OPS):
             continue
-        kind = re.sub(r"\.\d+$", "", name)
+        kind = kind_of(name)
         total_us[kind] += e["dur"]
         count[kind] += 1
     return {k: (total_us[k] / calls / 1e3, count[k] / calls) for k in total_us}
 
 
-def traced_op_kinds(run: Callable[[int], None], calls: int) -> dict[str, tuple[float, float]]:
+def traced_op_kinds(
+    run: Callable[[int], None], calls: int, kind_of: Callable[[str], str] = op_kind
+) -> dict[str, tuple[float, float]]:
     """`op_time_per_kind` of a `jax.profiler` trace of `run(0)` ... `run(calls - 1)`."""
     with tempfile.TemporaryDirectory() as trace_dir:
         jax.profiler.start_trace(trace_dir)
         for i in range(calls):
             run(i)
         jax.profiler.stop_trace()
-        return op_time_per_kind(trace_dir, calls)
+        return op_time_per_kind(trace_dir, calls, kind_of)
 
 
 def print_op_kinds(
@@ -97,9 +119,17 @@ def main(argv: list[str]) -> None:
     print(f"sampler call: median {median * 1e3:.1f} ms over {len(times)} calls "
           f"({tokens / median:.0f} tokens/s)")  # fmt: skip
 
-    kinds = traced_op_kinds(lambda i: call(1000 + i), _TRACED.value)
     steps = bench._GEN_LEN.value  # decode steps per call (the prefill's ops count in with them)
-    print_op_kinds(kinds, "call", "decode step", steps)
+    if not _BY_SOURCE.value:
+        kinds = traced_op_kinds(lambda i: call(1000 + i), _TRACED.value)
+        print_op_kinds(kinds, "call", "decode step", steps)
+        return
+    whole = jax.jit(lambda p, key: bench.draw(p, model, recipe, prompts, key, 1).response_mask)
+    sources = op_sources(whole.lower(params, jax.random.key(0)).compile().as_text())
+    run = lambda i: np.asarray(whole(params, jax.random.key(1000 + i)))
+    run(0)  # compile
+    by_source = lambda name: f"{op_kind(name)}  {sources.get(name, '?')}"
+    print_op_kinds(traced_op_kinds(run, _TRACED.value, by_source), "call", "decode step", steps)
 
 
 if __name__ == "__main__":
