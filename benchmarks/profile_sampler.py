@@ -125,9 +125,10 @@ def main(argv: list[str]) -> None:
         print_op_kinds(kinds, "call", "decode step", steps)
         return
     whole = jax.jit(lambda p, key: bench.draw(p, model, recipe, prompts, key, 1).response_mask)
-    sources = op_sources(whole.lower(params, jax.random.key(0)).compile().as_text())
-    run = lambda i: np.asarray(whole(params, jax.random.key(1000 + i)))
-    run(0)  # compile
+    compiled = whole.lower(params, jax.random.key(0)).compile()  # traced: its ops are named here
+    sources = op_sources(compiled.as_text())
+    run = lambda i: np.asarray(compiled(params, jax.random.key(1000 + i)))
+    run(-1)  # a first execution, untraced
     by_source = lambda name: f"{op_kind(name)}  {sources.get(name, '?')}"
     print_op_kinds(traced_op_kinds(run, _TRACED.value, by_source), "call", "decode step", steps)
 
