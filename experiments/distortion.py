@@ -29,7 +29,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from calclip_jax.train.distortion_probe import PRECISIONS, run_distortion
+from calclip_jax.probes.distortion import PRECISIONS, run_distortion
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "configs", "default.py")
 _CONFIG = config_flags.DEFINE_config_file("config", _DEFAULT_CONFIG, "Config file[:arm].")

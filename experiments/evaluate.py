@@ -17,7 +17,7 @@ from absl import app, flags, logging
 
 from calclip_jax.config import ConfigError
 from calclip_jax.data import SPLITS
-from calclip_jax.train.eval_checkpoint import EvalError, evaluate_checkpoint
+from calclip_jax.probes.eval_checkpoint import EvalError, evaluate_checkpoint
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A run's workdir (config.json + checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "RL step of the checkpoint; default: the latest.")

@@ -19,7 +19,8 @@ from ml_collections import config_flags
 
 from calclip_jax.config import build_run_spec
 from calclip_jax.data import load_split
-from calclip_jax.train.evaluate import max_prompt_len, pass_rate
+from calclip_jax.rollout.generate import max_prompt_len
+from calclip_jax.train.evaluate import pass_rate
 from calclip_jax.train.sft import starting_params, warm_start
 from calclip_jax.train.state import fresh_fp8_meta
 

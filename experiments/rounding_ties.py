@@ -34,8 +34,8 @@ from calclip_jax.data import load_split
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.fp8.recipe import TensorPrecision
 from calclip_jax.fp8.vocabulary import GRANULARITIES
+from calclip_jax.probes.first_batch import LOGP_KEYS, first_rollout_batch
 from calclip_jax.train.ppo_update import make_logprob_fn
-from calclip_jax.train.probe_batch import LOGP_KEYS, first_rollout_batch
 from calclip_jax.train.sft import starting_params, warm_start
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file[:arm].")

@@ -27,7 +27,7 @@ from absl import app, flags, logging
 
 from calclip_jax.config import ConfigError
 from calclip_jax.train.rl_loop import format_summary, run_experiment, say
-from calclip_jax.train.workdir_lock import WorkdirError
+from calclip_jax.workdir.lock import WorkdirError
 from experiments import config_cli, config_help
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "configs", "default.py")

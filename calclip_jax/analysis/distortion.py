@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from calclip_jax.analysis.ratio_dumps import PROB_EDGES
+from calclip_jax.analysis.ratio_noise import PROB_EDGES
 
 SIGNS = ("neg", "pos")  # A < 0, A > 0 (tokens with A == 0 are counted, not split by sign)
 CLIP_WIDTH = math.log(1.2)  # a log-prob difference wider than the clip interval's upper side

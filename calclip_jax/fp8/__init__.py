@@ -14,8 +14,6 @@ from calclip_jax.fp8.dot import fake_quantize_operand, fp8_dot_general
 from calclip_jax.fp8.formats import (
     fmt_max,
     from_e8m0,
-    half_ulp_relative,
-    half_ulp_subnormal,
     mantissa_bits,
     max_scale_exp,
     resolve_format,
@@ -51,8 +49,6 @@ __all__ = [
     "fmt_max",
     "fp8_dot_general",
     "from_e8m0",
-    "half_ulp_relative",
-    "half_ulp_subnormal",
     "init_history",
     "mantissa_bits",
     "matmul_precisions",

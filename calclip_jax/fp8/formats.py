@@ -50,16 +50,6 @@ def mantissa_bits(fmt: Any) -> int:
     return int(jnp.finfo(resolve_format(fmt)).nmant)
 
 
-def half_ulp_relative(fmt: Any) -> float:
-    """Relative rounding-error bound for normal numbers: 2**-(mantissa_bits + 1)."""
-    return 2.0 ** -(mantissa_bits(fmt) + 1)
-
-
-def half_ulp_subnormal(fmt: Any) -> float:
-    """Absolute rounding-error bound in the subnormal range (half the smallest subnormal)."""
-    return float(jnp.finfo(resolve_format(fmt)).smallest_subnormal) / 2.0
-
-
 def to_e8m0(scale: jnp.ndarray) -> jnp.ndarray:
     """Encode exact power-of-two float32 scales as E8M0 biased exponents (uint8)."""
     _, exp = jnp.frexp(scale.astype(jnp.float32))  # scale = 0.5 * 2**exp

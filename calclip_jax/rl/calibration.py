@@ -171,31 +171,10 @@ def calibrated_bounds_with_aux(
     return lower, upper, aux
 
 
-def calibrated_bounds(
-    ratio: jax.Array,
-    ratio_ref: jax.Array,
-    advantages: jax.Array,
-    mask: jax.Array,
-    *,
-    eps_low: jax.Array | float,
-    eps_high: jax.Array | float,
-    upper_rule: str = "balance",
-    upper_max: jax.Array | float | None = None,
-    **options,
-) -> tuple[jax.Array, jax.Array]:
-    """Calibrated (lower, upper) float32 scalars; see the module docstring. ratio, ratio_ref,
-    mask: [B, T]; advantages [B] or [B, T]; other options as `calibrated_bounds_with_aux`."""
-    lower, upper, _ = calibrated_bounds_with_aux(
-        ratio,
-        ratio_ref,
-        advantages,
-        mask,
-        eps_low=eps_low,
-        eps_high=eps_high,
-        upper_rule=upper_rule,
-        upper_max=upper_max,
-        **options,
-    )
+def calibrated_bounds(*args: Any, **kwargs: Any) -> tuple[jax.Array, jax.Array]:
+    """Calibrated (lower, upper) float32 scalars (see the module docstring):
+    `calibrated_bounds_with_aux`, same arguments, without its aux metrics."""
+    lower, upper, _ = calibrated_bounds_with_aux(*args, **kwargs)
     return lower, upper
 
 

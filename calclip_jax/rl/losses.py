@@ -117,8 +117,8 @@ def ppo_policy_loss(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Clipped policy loss on [B, T] arrays; returns (loss, aux).
 
-    aux: pg_loss, clip_frac (valid tokens whose clipped branch is active), ratio_BT (stop-grad),
-    and kl_loss (aggregated KL term, before kl_beta) when `ref_logp` is given.
+    aux: pg_loss, clip_frac (valid tokens whose clipped branch is active), and kl_loss
+    (aggregated KL term, before kl_beta) when `ref_logp` is given.
     Masked positions never produce NaN. `dual_clip_c`: None / 0 = off, else > 1 (ValueError).
     """
     if agg not in AGGREGATIONS:
@@ -143,7 +143,6 @@ def ppo_policy_loss(
     aux = {
         "pg_loss": pg_loss,
         "clip_frac": jnp.sum(clipped_BT & valid_BT) / n_valid,
-        "ratio_BT": lax.stop_gradient(ratio_BT),
     }
     loss = pg_loss
     if ref_logp is not None:

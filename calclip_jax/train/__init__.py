@@ -1,8 +1,8 @@
 """Train state, mesh and sharding, the jitted update step, the PPO updater and the RL loop."""
 
 from calclip_jax.config.spec import UpdateConfig
+from calclip_jax.parallel.mesh import make_mesh
 from calclip_jax.rl.calibration import CalibrationConfig
-from calclip_jax.train.mesh import make_mesh
 from calclip_jax.train.optimizer import make_optimizer
 from calclip_jax.train.ppo_update import PPOUpdater, make_logprob_fn
 from calclip_jax.train.sharded import jit_update_step, shard_state, state_shardings

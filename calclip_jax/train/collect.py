@@ -20,7 +20,7 @@ from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.advantages import dynamic_sampling_keep, grpo_advantages, overlong_penalty
 from calclip_jax.rl.presets import RLPreset
-from calclip_jax.train.evaluate import decode_responses, generate, max_prompt_len
+from calclip_jax.rollout.generate import decode_responses, generate, max_prompt_len
 
 
 @dataclasses.dataclass

@@ -30,13 +30,19 @@ from calclip_jax.config.spec import UpdateConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.model.shared_prompt import PromptGroups, check_prompt_groups
+from calclip_jax.parallel.multihost import to_host, tree_to_host
 from calclip_jax.rl.calibration import calibrating_rl_step
 from calclip_jax.train.forward import batch_logprobs
-from calclip_jax.train.multihost import to_host, tree_to_host
 from calclip_jax.train.state import TrainState
 from calclip_jax.train.update_step import update_flags
 
 ROLLOUT_KEYS = ("tokens", "positions", "attn_mask", "response_mask", "advantages", "rollout_logp")
+PLAN_STREAM = 1_000_003  # the minibatch order of RL step s draws from [seed, s, PLAN_STREAM]
+
+
+def plan_rng(seed: int, rl_step: int) -> np.random.Generator:
+    """The generator of RL step `rl_step`'s minibatch plan (`PPOUpdater.plan`) in run `seed`."""
+    return np.random.default_rng([seed, rl_step, PLAN_STREAM])
 
 
 def minibatch_keys(cfg: UpdateConfig) -> tuple[str, ...]:

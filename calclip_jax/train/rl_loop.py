@@ -25,34 +25,27 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 from ml_collections import ConfigDict
 
-from calclip_jax.analysis import run_record as R
+from calclip_jax.analysis.run_summary import summarize
 from calclip_jax.analysis.stats import FINAL_STEPS, finite_mean
 from calclip_jax.config import RunConfig, RunSpec, build_run_spec, check_devices, resolved_record
 from calclip_jax.data import SPLITS, Example, load_split
-from calclip_jax.train.checkpoints import Checkpointer
+from calclip_jax.parallel.multihost import is_leader, leader_first, leader_says, sync
 from calclip_jax.train.collect import Collector, run_collector
-from calclip_jax.train.compile_clock import compile_seconds, timed
-from calclip_jax.train.config_record import check_config, write_config
 from calclip_jax.train.evaluate import greedy_eval
-from calclip_jax.train.mesh import make_mesh
-from calclip_jax.train.multihost import is_leader, leader_first, leader_says, sync
-from calclip_jax.train.optimizer import make_optimizer
-from calclip_jax.train.ppo_update import PPOUpdater, minibatch_keys
-from calclip_jax.train.run_info import record_start
-from calclip_jax.train.run_logger import RunLogger
-from calclip_jax.train.run_summary import summarize
+from calclip_jax.train.ppo_update import PPOUpdater, plan_rng
 from calclip_jax.train.sft import warm_start
-from calclip_jax.train.sharded import jit_update_step, shard_state
-from calclip_jax.train.state import TrainState, create_train_state, fresh_fp8_meta
-from calclip_jax.train.update_step import make_update_step
-from calclip_jax.train.wandb_sink import WandbSink, require_wandb
-from calclip_jax.train.workdir_lock import WorkdirBusyError, WorkdirError, WorkdirLock
-
-PLAN_STREAM = 1_000_003  # minibatch order of RL step s: default_rng([seed, s, PLAN_STREAM])
+from calclip_jax.train.state import TrainState, fresh_fp8_meta
+from calclip_jax.train.timing import compile_seconds, timed
+from calclip_jax.train.trainer import run_trainer
+from calclip_jax.workdir import run_record as R
+from calclip_jax.workdir.checkpoints import Checkpointer
+from calclip_jax.workdir.config_record import check_config, write_config
+from calclip_jax.workdir.lock import WorkdirBusyError, WorkdirError, WorkdirLock
+from calclip_jax.workdir.run_info import record_start
+from calclip_jax.workdir.run_logger import RunLogger
+from calclip_jax.workdir.wandb_sink import WandbSink, require_wandb
 
 
 def say(msg: str) -> None:
@@ -79,27 +72,11 @@ class RLParts:
 def setup(
     spec: RunSpec, workdir: str, params: Any, train: Sequence[Example], test: Sequence[Example]
 ) -> RLParts:
-    """The train state on the mesh (from the warm-start `params`), the jitted update step, the
-    PPO updater, the rollout collector and the run's writers."""
+    """The trainer (`trainer.run_trainer`, from the warm-start `params`), the rollout collector
+    and the run's writers."""
     run = spec.config
-    mesh = make_mesh(run.mesh.data, run.mesh.fsdp, run.mesh.tensor)
-    tx = make_optimizer(run.train)
-    rl = spec.update.rl
-    meta = fresh_fp8_meta(spec.model, spec.update.recipe)
-    state = create_train_state(params, meta, tx, rl.clip_bounds)
-    state = shard_state(state, mesh)
-    # the state's buffers are donated to the update step: the KL reference is a copy
-    ref_params = jax.tree.map(jnp.copy, state.params) if rl.kl_beta > 0 else None
-    keys = dict.fromkeys(minibatch_keys(spec.update))
-    update_step = jit_update_step(make_update_step(spec.model, spec.update, tx), state, keys, mesh)
-    updater = PPOUpdater(
-        spec.model,
-        spec.update,
-        update_step,
-        epochs=run.train.ppo_epochs,
-        num_minibatches=run.train.num_minibatches,
-        ref_params=ref_params,
-    )
+    trainer = run_trainer(spec, params)
+    state, updater = trainer.state, trainer.updater
     rollout_meta = fresh_fp8_meta(spec.model, spec.rollout_recipe)
 
     def sampler_meta(s: TrainState) -> Any:
@@ -166,10 +143,9 @@ def rl_step(parts: RLParts, step: int) -> dict[str, float]:
     got = parts.collector.collect(parts.state.params, parts.sampler_meta(parts.state), step)
     t1 = time.perf_counter()
     # 2. PPO: the minibatch updates of this batch
-    plan_rng = np.random.default_rng([run.seed, step, PLAN_STREAM])
     probe = run.log.ratios_every is not None and step % run.log.ratios_every == 0
     parts.state, per_update, probed = parts.updater.update(
-        parts.state, got.batch, plan_rng, step, probe
+        parts.state, got.batch, plan_rng(run.seed, step), step, probe
     )
     t2 = time.perf_counter()
     if probed is not None:
@@ -270,7 +246,7 @@ def _run_locked(
     changes = check_config(workdir, config, allow_config_change)
     done = R.load_summary(workdir)
     if done is not None and done.get("final_step", 0) >= run.train.steps:
-        log(f"{workdir} already holds a finished run ({R.SUMMARY_FILE}); nothing to do")
+        log(f"{workdir} already holds a finished run ({R.summary_path(workdir)}); nothing to do")
         return done
     if is_leader():
         record_start(workdir)
@@ -292,7 +268,7 @@ def _run_locked(
     if is_leader():  # config.json changes only once the restore has succeeded
         write_config(workdir, config, spec, changes, after_step=start)
         if done is not None:  # a finished run extended to more steps
-            os.remove(os.path.join(workdir, R.SUMMARY_FILE))
+            R.remove_summary(workdir)
             log(f"extending the finished run from RL step {start} to {run.train.steps}")
     if progress is None:
         progress = not run.log.quiet and is_leader()

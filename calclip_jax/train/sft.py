@@ -35,11 +35,12 @@ from calclip_jax.model import (
     positions_from_mask,
     token_logprobs_and_entropy,
 )
-from calclip_jax.train.checksums import manifest_problem, write_manifest
-from calclip_jax.train.evaluate import greedy_eval, max_prompt_len
-from calclip_jax.train.multihost import is_leader, leader_first
-from calclip_jax.train.progress import Progress
+from calclip_jax.parallel.multihost import is_leader, leader_first
+from calclip_jax.rollout.generate import max_prompt_len
+from calclip_jax.train.evaluate import greedy_eval
 from calclip_jax.train.state import init_variables, on_default_device
+from calclip_jax.train.timing import Progress
+from calclip_jax.workdir.checksums import manifest_problem, write_manifest
 
 
 def sft_cache_key(

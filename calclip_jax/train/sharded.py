@@ -9,7 +9,7 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from calclip_jax.model.sharding import param_shardings
-from calclip_jax.train.mesh import batch_sharding, replicated
+from calclip_jax.parallel.mesh import batch_sharding, replicated
 from calclip_jax.train.state import TrainState
 
 

@@ -40,14 +40,13 @@ from calclip_jax.rl.calibration import (
     takes_calibration_sample,
 )
 from calclip_jax.rl.corrections import mismatch_weights
-from calclip_jax.rl.diagnostics import rl_diagnostics
+from calclip_jax.rl.diagnostics import SHADOW_METRICS, rl_diagnostics
 from calclip_jax.rl.losses import clamped_ratio, ppo_policy_loss
 from calclip_jax.train.forward import Batch, batch_logprobs
 from calclip_jax.train.state import TrainState
 
 Metrics = dict[str, jax.Array]
 Flags = dict[str, jax.Array]
-REF_METRICS = ("clip_frac_lower_neg_ref", "clip_frac_upper_pos_ref")
 
 
 def update_flags(new_batch: bool, calibrate: bool) -> Flags:
@@ -203,7 +202,7 @@ def make_update_step(
         # the shadow's clip shares: measured when calibrating; at theta_old r_ref == 1 exactly,
         # so 0 there (in a calibrating RL step, like the trainer's own share); else NaN
         ref_at_old = jnp.where(at_old & flags["calibrate"], 0.0, nan)
-        for name in REF_METRICS:
+        for name in SHADOW_METRICS:
             if name in metrics:
                 metrics[name] = jnp.where(do_calib, metrics[name], ref_at_old)
         for name, value in extra.items():

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from calclip_jax.analysis import distortion as D
-from calclip_jax.analysis import distortion_report as report
-from calclip_jax.analysis.ratio_dumps import PROB_EDGES, noise_by_probability
+from calclip_jax.analysis.ratio_noise import PROB_EDGES, noise_by_probability
+from calclip_jax.reports import distortion_report as report
 
 BOUNDS = (0.8, 1.2)
 B, T, K = 8, 12, 3

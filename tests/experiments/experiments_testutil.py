@@ -7,36 +7,40 @@ from ml_collections import ConfigDict
 from calclip_jax.config import base_config
 from configs.arms import apply_overrides
 
+TINY_RUN = {  # a 1-layer d=32 model, 4 prompts x 4 samples, 3 RL steps (also test_multihost's)
+    "model.d_model": 32,
+    "model.n_layers": 1,
+    "model.n_heads": 2,
+    "model.n_kv_heads": 1,
+    "model.head_dim": 16,
+    "model.d_ff": 64,
+    "sft.updates": 20,
+    "sft.eval_every": 20,
+    "sft.batch_size": 16,
+    "rollout.prompts_per_step": 4,
+    "rollout.samples_per_prompt": 4,
+    "rollout.max_new_tokens": 4,
+    "train.steps": 3,
+    "train.num_minibatches": 2,
+    "train.learning_rate": 1e-3,
+    "eval.every": 2,
+    "eval.num_prompts": 8,
+    "log.checkpoint_every": 2,
+    "log.samples_every": 2,
+    "log.quiet": True,
+}
+
 
 def tiny_config(cache_dir: str, **overrides) -> ConfigDict:
-    """A config small enough for CI: 1-layer d=32 model, 4 prompts x 4 samples, 3 RL steps."""
+    """A config small enough for CI: `TINY_RUN` on 1-digit addition, a ratio dump mid-run."""
     c = base_config()
     apply_overrides(
         c,
         {
             "task.knobs": ConfigDict({"max_digits": 1, "partial_credit": True, "num_test": 16}),
-            "model.d_model": 32,
-            "model.n_layers": 1,
-            "model.n_heads": 2,
-            "model.n_kv_heads": 1,
-            "model.head_dim": 16,
-            "model.d_ff": 64,
-            "sft.updates": 20,
-            "sft.eval_every": 20,
-            "sft.batch_size": 16,
+            **TINY_RUN,
             "sft.cache_dir": cache_dir,
-            "rollout.prompts_per_step": 4,
-            "rollout.samples_per_prompt": 4,
-            "rollout.max_new_tokens": 4,
-            "train.steps": 3,
-            "train.num_minibatches": 2,
-            "train.learning_rate": 1e-3,
-            "eval.every": 2,
-            "eval.num_prompts": 8,
-            "log.checkpoint_every": 2,
-            "log.samples_every": 2,
             "log.ratios_every": 2,  # a dump mid-run: later steps must still run
-            "log.quiet": True,
         },
     )
     apply_overrides(c, overrides)

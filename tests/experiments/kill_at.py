@@ -13,8 +13,8 @@ import sys
 
 from absl import app, logging
 
-from calclip_jax.train.checkpoints import Checkpointer
-from calclip_jax.train.run_logger import RunLogger
+from calclip_jax.workdir.checkpoints import Checkpointer
+from calclip_jax.workdir.run_logger import RunLogger
 
 POINTS = ("row", "save")
 

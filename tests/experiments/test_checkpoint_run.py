@@ -11,12 +11,12 @@ import pytest
 from experiments_testutil import slice_gguf, tiny_config
 from train_cli import TinyTrain
 
-from calclip_jax.analysis import run_record as R
 from calclip_jax.config import ConfigError, build_run_spec
 from calclip_jax.data import GGUFTokenizer, get_task
+from calclip_jax.rollout.generate import encode_prompts, max_prompt_len
 from calclip_jax.shipped import shipped_file
-from calclip_jax.train.evaluate import encode_prompts, max_prompt_len
 from calclip_jax.train.sft import starting_params, starting_params_shapes
+from calclip_jax.workdir import run_record as R
 
 MODEL = "smollm2-135m-instruct"
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 from experiments_testutil import tiny_config
 
-from calclip_jax.train.distortion_probe import PRECISIONS, run_distortion
+from calclip_jax.probes.distortion import PRECISIONS, run_distortion
 from configs.arms import apply_arm
 
 UPDATES = 2

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from train_cli import TinyTrain, assert_same_outputs, finalized_steps, metrics_lines
 
-from calclip_jax.analysis import run_record as R
-from calclip_jax.train.checksums import MANIFEST_NAME
-from calclip_jax.train.workdir_lock import LOCK_FILE, WorkdirLock
+from calclip_jax.workdir import run_record as R
+from calclip_jax.workdir.checksums import MANIFEST_NAME
+from calclip_jax.workdir.lock import LOCK_FILE, WorkdirLock
 
 STEPS = 4  # tiny_config: checkpoints and ratio dumps at steps 2 and 4
 

@@ -17,37 +17,16 @@ import time
 from pathlib import Path
 
 import pytest
+from experiments_testutil import TINY_RUN
 
-from calclip_jax.analysis.run_record import read_metrics
+from calclip_jax.workdir.run_record import read_metrics
 
 pytestmark = pytest.mark.slow  # ~100 s on a busy 2-core CPU: three jax processes, compiles
 
 REPO = Path(__file__).resolve().parents[2]
-# the tiny settings of experiments_testutil.tiny_config, as flags on the default config
-# (FP8 block-wise rollout and training, TIS, Calibrated Clipping)
-TINY = {
-    "task.knobs.max_digits": 1,
-    "model.d_model": 32,
-    "model.n_layers": 1,
-    "model.n_heads": 2,
-    "model.n_kv_heads": 1,
-    "model.head_dim": 16,
-    "model.d_ff": 64,
-    "sft.updates": 20,
-    "sft.eval_every": 20,
-    "sft.batch_size": 16,
-    "rollout.prompts_per_step": 4,
-    "rollout.samples_per_prompt": 4,
-    "rollout.max_new_tokens": 4,
-    "train.steps": 2,
-    "train.num_minibatches": 2,
-    "train.learning_rate": 1e-3,
-    "eval.every": 2,
-    "eval.num_prompts": 8,
-    "log.checkpoint_every": 2,
-    "log.samples_every": 2,
-    "log.quiet": True,
-}
+# experiments_testutil's tiny run as flags on the default config (FP8 block-wise rollout and
+# training, TIS, Calibrated Clipping), two RL steps
+TINY = {"task.knobs.max_digits": 1, **TINY_RUN, "train.steps": 2}
 # same sampled tokens -> identical; the rest may differ by the order of cross-device sums
 EXACT = ("reward_mean", "correct_frac", "garbled_frac", "response_len_mean", "eval_accuracy")
 TIMEOUT_S = 300  # per run

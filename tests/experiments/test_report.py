@@ -1,4 +1,5 @@
-"""experiments.report on a synthetic results tree with known numbers."""
+"""experiments.report and calclip_jax.reports.study* on a synthetic results tree with known
+numbers."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calclip_jax.analysis.run_record import RunRecordError
+from calclip_jax.reports import study, study_dumps, study_figures, study_tables
+from calclip_jax.workdir.run_record import RunRecordError
 from experiments import report
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 12
+LAYOUT = report.study_layout()
 
 
 def _write_arm(
@@ -81,7 +84,7 @@ def results(tmp_path_factory) -> Path:
 
 
 def test_seeds_table_means_and_paired_differences(results):
-    table = report.seeds_table(report.load_all(results))
+    table = study_tables.seeds_table(study.load_all(results, LAYOUT.phases), LAYOUT.seed_runs)
     rows = {tuple(c.strip() for c in line.split("|")[1:4]): line for line in table.splitlines()}
     bf16 = rows[("GRPO", "bf16", "reward (last 10)")]
     assert "0.600, 0.700, 0.800" in bf16 and "0.700 ± 0.100 (n=3)" in bf16
@@ -94,11 +97,11 @@ def test_seeds_table_means_and_paired_differences(results):
 
 
 def test_distortion_table_ratio_per_phase(results):
-    arms = report.load_all(results)
-    grpo = report.distortion_table(arms)
+    arms = study.load_all(results, LAYOUT.phases)
+    grpo = study_tables.distortion_table(arms, study.granularity_rows("", LAYOUT.granularities))
     assert "| block | 8.00% | 1.00% | 8.0x |" in grpo
-    rows = report.granularity_rows("stress/", ("tensor", "block"))
-    stress = report.distortion_table(arms, rows, bf16="stress/bf16")
+    rows = study.granularity_rows("stress/", ("tensor", "block"))
+    stress = study_tables.distortion_table(arms, rows, bf16="stress/bf16")
     assert "| tensor | 12.00% | 3.00% | 4.0x |" in stress and "| block |" not in stress
 
 
@@ -129,7 +132,7 @@ def test_cli_writes_tables_and_figures(results):
 
 
 def test_composition_table_separates_composition_from_precision_noise(results):
-    arms = report.load_all(results)
+    arms = study.load_all(results, LAYOUT.phases)
     cols = arms["stress/fp8_tensor_tis"]["cols"]
     nan = np.full(STEPS, np.nan)
     cols["composition_logp_std"], cols["composition_logp_max"] = nan.copy(), nan.copy()
@@ -140,7 +143,7 @@ def test_composition_table_separates_composition_from_precision_noise(results):
     block = arms["fp8_block_tis"]["cols"]
     for key in ("composition_logp_std", "composition_logp_max"):
         block[key] = np.where(np.arange(STEPS) == 9, 0.0, np.nan)
-    table = report.composition_table(arms)
+    table = study_dumps.composition_table(arms)
     d = np.log([0.5, 0.7, 0.9, 1.0])  # the dump's precision noise, all A<0
     row = "| stress/fp8_tensor_tis | fp8_block | 2 | 0.2000 / 0.900 | 3.00% / 0.00% |"
     assert f"{row} {d.std():.3f} / - |" in table
@@ -148,26 +151,28 @@ def test_composition_table_separates_composition_from_precision_noise(results):
 
 
 def test_probability_binned_reads_the_resolved_lower_bound(results, tmp_path):
-    arms = report.load_all(results)
+    arms = study.load_all(results, LAYOUT.phases)
     config = results / "stress" / "fp8_tensor_tis" / "config.json"
     cfg = json.loads(config.read_text())
     try:  # a lower bound of 0.6: only the 0.5 ratio of the dump is below it
         config.write_text(json.dumps({**cfg, "resolved": {"clip_bounds": [0.6, 1.2]}}))
-        table = report.probability_binned(arms, ["stress/fp8_tensor_tis"], tmp_path / "a.png")
+        table = study_figures.probability_binned(
+            arms, ["stress/fp8_tensor_tis"], tmp_path / "a.png"
+        )
         assert "25.00% vs 0.00% (n=4)" in table
         config.write_text(json.dumps({k: v for k, v in cfg.items() if k != "resolved"}))
         with pytest.raises(RunRecordError, match=f"{config}: lacks resolved.clip_bounds"):
-            report.probability_binned(arms, ["stress/fp8_tensor_tis"], tmp_path / "b.png")
+            study_figures.probability_binned(arms, ["stress/fp8_tensor_tis"], tmp_path / "b.png")
     finally:
         config.write_text(json.dumps(cfg))
 
 
 def test_missing_or_empty_results_fail_instead_of_blank_output(tmp_path):
     with pytest.raises(ValueError, match="no such folder"):
-        report.check_results(tmp_path / "nope")
+        study.check_results(tmp_path / "nope", LAYOUT.phases)
     (tmp_path / "granularity" / "bf16").mkdir(parents=True)  # a phase folder, but no run in it
     with pytest.raises(ValueError, match="no runs in any phase folder"):
-        report.check_results(tmp_path)
+        study.check_results(tmp_path, LAYOUT.phases)
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.report", f"--results={tmp_path / 'nope'}"],
         cwd=REPO,

@@ -16,16 +16,16 @@ import orbax.checkpoint as ocp
 import pytest
 from experiments_testutil import tiny_config
 
-from calclip_jax.analysis import run_record as R
-from calclip_jax.train.checkpoints import Checkpointer
-from calclip_jax.train.eval_checkpoint import (
+from calclip_jax.probes.eval_checkpoint import (
     EvalError,
     evaluate_checkpoint,
     restore_params,
     run_spec_of,
 )
 from calclip_jax.train.rl_loop import format_summary, run_experiment
-from calclip_jax.train.run_info import PACKAGES, cpu_description
+from calclip_jax.workdir import run_record as R
+from calclip_jax.workdir.checkpoints import Checkpointer
+from calclip_jax.workdir.run_info import PACKAGES, cpu_description
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from calclip_jax import sweeps
 from configs import study
 from configs.arms import apply_overrides
 from experiments import sweep
 
 
 def _base_config(base: str):
-    path = Path(sweep.resolve_base(base))
+    path = Path(sweeps.resolve_base(base, sweep.REPO_ROOT))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -23,7 +24,7 @@ def _base_config(base: str):
 @pytest.mark.parametrize("phase", sorted(study.PHASES))
 def test_phase_arms_apply_to_their_base_config(phase):
     c = study.get_config(phase)
-    arms = sweep.expand_arms(c)
+    arms = sweeps.expand_arms(c)
     assert arms
     for name, overrides in arms.items():
         config = apply_overrides(_base_config(c.base), overrides)  # KeyError on a missing key
@@ -41,7 +42,7 @@ def test_phase_arms_apply_to_their_base_config(phase):
 
 def test_headline_seed_phases_cover_seeds_one_to_four():
     for phase, prefix in (("seeds", ""), ("dapo_seeds", "dapo_")):
-        arms = sweep.expand_arms(study.get_config(phase))
+        arms = sweeps.expand_arms(study.get_config(phase))
         assert {o["seed"] for o in arms.values()} == {1, 2, 3, 4}
         assert f"{prefix}fp8_block_tis_calib__seed4" in arms
 
@@ -52,7 +53,7 @@ def test_unknown_phase_is_rejected():
 
 
 def test_ladder_lowers_the_forward_format_only():
-    arms = sweep.expand_arms(study.get_config("ladder"))
+    arms = sweeps.expand_arms(study.get_config("ladder"))
     assert sorted(arms) == sorted(
         f"{t}_mx_tis{c}{e}"
         for t, e in (("fp8", ""), ("fp8", "_e5m2"), ("fp4", ""))

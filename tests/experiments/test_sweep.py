@@ -1,4 +1,5 @@
-"""Sweep runner with a fake train script: expansion, skip-finished, failures, summary, CLI."""
+"""calclip_jax.sweeps and experiments.sweep with a fake train script: expansion,
+skip-finished, failures, summary, CLI."""
 
 import json
 import subprocess
@@ -9,10 +10,10 @@ from pathlib import Path
 import pytest
 from ml_collections import ConfigDict
 
+from calclip_jax import sweeps
 from calclip_jax.config import base_config
 from configs import sweep_granularity
 from configs.arms import apply_overrides
-from experiments import sweep
 
 REPO = Path(__file__).resolve().parents[2]
 PRECISIONS = {"bf16", "fp8_tensor", "fp8_delayed", "fp8_channel", "fp8_block", "fp8_mx"}
@@ -61,11 +62,11 @@ def test_expand_arms_precedence_and_seeds(tmp_path):
     c.common = ConfigDict(
         {"train.steps": 4, "seed": 9, "train.precision": "bf16"}, allow_dotted_keys=True
     )
-    arms = sweep.expand_arms(c)
+    arms = sweeps.expand_arms(c)
     assert list(arms) == ["bad__seed0", "bad__seed2", "good__seed0", "good__seed2"]
     assert arms["good__seed2"] == {"train.steps": 4, "seed": 2, "train.precision": "fp8_block"}
     assert arms["bad__seed0"]["train.precision"] == "bf16"
-    cmd = sweep.train_command("m.train", "b.py", Path("W"), {"a.b": True, "c": (1, 2)}, "py")
+    cmd = sweeps.train_command("m.train", "b.py", Path("W"), {"a.b": True, "c": (1, 2)}, "py")
     assert cmd == [
         "py",
         "-m",
@@ -76,7 +77,7 @@ def test_expand_arms_precedence_and_seeds(tmp_path):
         "--config.c=(1, 2)",
     ]
     with pytest.raises(ValueError, match="arms"):
-        sweep.expand_arms(ConfigDict({"base": "x", "arms": {}}))
+        sweeps.expand_arms(ConfigDict({"base": "x", "arms": {}}))
 
 
 def test_failure_is_reported_and_sweep_continues_then_skips_finished(tmp_path, fake_train):
@@ -84,7 +85,7 @@ def test_failure_is_reported_and_sweep_continues_then_skips_finished(tmp_path, f
     base.write_text("")
     out = tmp_path / "sweep"
     logs: list[str] = []
-    results = sweep.run_sweep(sweep_config(base), out, train_module=fake_train, log=logs.append)
+    results = sweeps.run_sweep(sweep_config(base), out, train_module=fake_train, log=logs.append)
     assert {r.name: r.status for r in results} == {"bad": "failed", "good": "finished"}
     failed = next(r for r in results if r.name == "bad")
     assert failed.returncode == 3
@@ -100,7 +101,7 @@ def test_failure_is_reported_and_sweep_continues_then_skips_finished(tmp_path, f
 
     good_log = (out / "good" / "train.log").read_text()
     logs.clear()
-    results = sweep.run_sweep(
+    results = sweeps.run_sweep(
         sweep_config(base), out, train_module=fake_train, parallel=2, log=logs.append
     )
     assert {r.name: r.status for r in results} == {"bad": "failed", "good": "skipped"}
@@ -113,7 +114,7 @@ def test_parallel_seeds_only_and_dry_run(tmp_path, fake_train):
     base.write_text("")
     c = sweep_config(base, seeds=[0, 1])
     logs: list[str] = []
-    results = sweep.run_sweep(
+    results = sweeps.run_sweep(
         c,
         tmp_path / "s",
         train_module=fake_train,
@@ -127,9 +128,12 @@ def test_parallel_seeds_only_and_dry_run(tmp_path, fake_train):
     assert len(logs) == 1 and "summary" in logs[0]  # quiet: only the final line
     assert "Mean and std over seeds" in (tmp_path / "s" / "summary.md").read_text()
     with pytest.raises(ValueError, match="unknown arms"):
-        sweep.run_sweep(c, tmp_path / "s", only=["nope"])
+        sweeps.run_sweep(c, tmp_path / "s", train_module=fake_train, only=["nope"])
     logs.clear()
-    assert sweep.run_sweep(c, tmp_path / "d", dry_run=True, log=logs.append) == []
+    assert (
+        sweeps.run_sweep(c, tmp_path / "d", train_module=fake_train, dry_run=True, log=logs.append)
+        == []
+    )
     assert len(logs) == 4 and not (tmp_path / "d").exists()
 
 
@@ -171,8 +175,8 @@ def test_cli_exit_status_and_summary(tmp_path, fake_train):
 @pytest.mark.parametrize("arg", ["", "tiny", "dapo,steps=7,seeds=3"])
 def test_granularity_sweep_config_parses_and_keys_exist(arg):
     c = sweep_granularity.get_config(arg)
-    arms = sweep.expand_arms(c)
-    assert Path(sweep.resolve_base(c.base)).is_file()
+    arms = sweeps.expand_arms(c)
+    assert Path(sweeps.resolve_base(c.base, REPO)).is_file()
     for name, overrides in arms.items():
         assert overrides["rollout.precision"] in PRECISIONS, name
         assert overrides["train.precision"] in PRECISIONS, name

@@ -9,12 +9,13 @@ import os
 import pytest
 from experiments_testutil import tiny_config
 
-from calclip_jax.analysis import run_record as R
-from calclip_jax.analysis.run_record import read_metrics
 from calclip_jax.config import ConfigError, build_run_spec, parse
 from calclip_jax.data import get_task
 from calclip_jax.fp8 import PrecisionRecipe
+from calclip_jax.rl.diagnostics import CLIP_METRICS, MISMATCH_METRICS
 from calclip_jax.train.rl_loop import run_experiment
+from calclip_jax.workdir import run_record as R
+from calclip_jax.workdir.run_record import read_metrics
 
 HEADLINE = (
     "reward_mean",
@@ -22,15 +23,8 @@ HEADLINE = (
     "garbled_frac",
     "step_time_s",
     "entropy",
-    "clip_frac_lower_neg",
-    "clip_frac_upper_pos",
-    "zero_grad_frac_neg",
-    "clip_lower",
-    "clip_upper",
-    "mismatch_k3",
-    "mismatch_logp_abs",
-    "token_mult_prob_error",
-    "max_prob_diff",
+    *CLIP_METRICS,
+    *MISMATCH_METRICS,
     "tis_trunc_frac",
     "grad_norm",
 )

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from subprocess_env import one_device_env
 
-from calclip_jax.analysis import run_record as R
-from calclip_jax.analysis.ratio_dumps import dump_steps
+from calclip_jax.workdir import run_record as R
+from calclip_jax.workdir.ratio_dumps import dump_steps
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -5,7 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from calclip_jax.rl.diagnostics import rl_diagnostics
+from calclip_jax.rl.diagnostics import (
+    CLIP_METRICS,
+    MISMATCH_METRICS,
+    SHADOW_METRICS,
+    rl_diagnostics,
+)
 from calclip_jax.rl.losses import ppo_policy_loss
 
 B, T = 6, 10
@@ -91,3 +96,12 @@ def test_optional_metrics_absent_and_empty_sign():
     assert not {"entropy", "mismatch_k3", "kl_ref", "clip_frac_lower_neg_ref"} & set(out)
     assert float(out["clip_frac_lower_neg"]) == 0.0 and np.isnan(float(out["ratio_neg_p50"]))
     assert np.isfinite(float(out["ratio_pos_p50"]))
+
+
+def test_metric_name_groups_are_what_it_reports():
+    logp, old, rollout, _, ratio_ref, mask, adv, _, _ = _batch()
+    bare = rl_diagnostics(logp, old, adv, mask, BOUNDS)
+    assert set(bare) == set(CLIP_METRICS)
+    full = rl_diagnostics(logp, old, adv, mask, BOUNDS, rollout_logp_BT=rollout,
+                          ratio_ref_BT=ratio_ref)  # fmt: skip
+    assert set(full) == {*CLIP_METRICS, *SHADOW_METRICS, *MISMATCH_METRICS}

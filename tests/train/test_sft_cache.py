@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from calclip_jax.train.checksums import MANIFEST_NAME
 from calclip_jax.train.sft import cached_sft
+from calclip_jax.workdir.checksums import MANIFEST_NAME
 
 KEY = "k123"
 

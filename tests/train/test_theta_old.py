@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 from train_testutil import TINY, make_setup, rollout_batch
 
+from calclip_jax.config.schema import TrainConfig
 from calclip_jax.fp8 import PRESETS
-from calclip_jax.train import CalibrationConfig, PPOUpdater, make_update_step
+from calclip_jax.parallel.mesh import make_mesh
+from calclip_jax.train import CalibrationConfig
+from calclip_jax.train.trainer import build_trainer
 
 BATCH_INVARIANT = ("fp32", "bf16", "fp8_channel", "fp8_block", "fp8_mx")  # per-row scales
 BATCH_DEPENDENT = ("fp8_tensor", "fp8_delayed")  # per-tensor amax (delayed: empty history)
@@ -21,11 +24,14 @@ BATCH_DEPENDENT = ("fp8_tensor", "fp8_delayed")  # per-tensor amax (delayed: emp
 def _update(preset: str, logprob_chunk: int | None):
     """One RL step of 2 epochs x 4 minibatches, calibrating at every update after the first."""
     calib = CalibrationConfig(enabled=True, period=1, ema_beta=0.0)
-    cfg, tx, state = make_setup(preset, calibration=calib, lr=3e-2, logprob_chunk=logprob_chunk)
-    step = jax.jit(make_update_step(TINY, cfg, tx), donate_argnums=0)
-    updater = PPOUpdater(TINY, cfg, step, epochs=2, num_minibatches=4, ref_params=state.params)
+    cfg, _, state = make_setup(preset, calibration=calib, logprob_chunk=logprob_chunk)
+    train = TrainConfig(learning_rate=3e-2)
+    # the run's wiring: sharded, state-donating update step (on a one-device mesh)
+    mesh = make_mesh(1, 1, 1, jax.devices()[:1])
+    trainer = build_trainer(TINY, cfg, train, state.params, mesh, epochs=2, num_minibatches=4)
     rng = np.random.default_rng(0)
-    return updater.update(state, rollout_batch(batch=16, seed=3), rng, rl_step=1, probe=True)
+    batch = rollout_batch(batch=16, seed=3)
+    return trainer.updater.update(trainer.state, batch, rng, rl_step=1, probe=True)
 
 
 @pytest.mark.parametrize(

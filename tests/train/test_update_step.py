@@ -13,6 +13,7 @@ from train_testutil import TINY, make_setup, prepared, rollout_batch
 
 from calclip_jax.model import Transformer, token_logprobs_and_entropy
 from calclip_jax.rl.corrections import CorrectionConfig
+from calclip_jax.rl.diagnostics import CLIP_METRICS, MISMATCH_METRICS, SHADOW_METRICS
 from calclip_jax.rl.losses import ppo_policy_loss
 from calclip_jax.rl.presets import get_preset
 from calclip_jax.train import (
@@ -29,23 +30,11 @@ LATER = update_flags(new_batch=False, calibrate=True)  # a later update of it
 
 DIAGNOSTICS = (
     "entropy",
-    "clip_frac_lower_neg",
-    "clip_frac_upper_pos",
-    "zero_grad_frac_neg",
-    "zero_grad_frac_pos",
-    "ratio_neg_p01",
-    "ratio_neg_p50",
-    "ratio_pos_p99",
-    "clip_lower",
-    "clip_upper",
-    "mismatch_k3",
-    "mismatch_logp_abs",
-    "token_mult_prob_error",
-    "max_prob_diff",
+    *CLIP_METRICS,
+    *MISMATCH_METRICS,
     "tis_trunc_frac",
     "grad_norm",
-    "clip_frac_lower_neg_ref",
-    "clip_frac_upper_pos_ref",
+    *SHADOW_METRICS,
 )
 
 

@@ -1,0 +1,105 @@
+"""Scores a run's checkpoint on a split with the run's own config (its config.json): only the
+parameters (and delayed-scaling amax histories when the sampler uses the trainer's) are read
+from the checkpoint, never the optimizer state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from calclip_jax.config import RunSpec, build_run_spec, parse
+from calclip_jax.data import SPLITS, load_split
+from calclip_jax.rollout.generate import max_prompt_len
+from calclip_jax.train.evaluate import pass_rate
+from calclip_jax.train.state import fresh_fp8_meta, init_variables, on_default_device
+from calclip_jax.workdir import run_record as R
+from calclip_jax.workdir.checkpoints import Checkpointer
+
+
+class EvalError(ValueError):
+    """The workdir, step or split cannot be evaluated (the message says why)."""
+
+
+def run_spec_of(workdir: str | Path) -> RunSpec:
+    """The run's spec from its config.json."""
+    config = R.load_config(workdir)
+    if config is None:
+        raise EvalError(f"{R.config_path(workdir)}: missing, not a run's workdir")
+    return build_run_spec(parse(config))
+
+
+def checkpoint_step(checkpointer: Checkpointer, folder: Path, step: int | None) -> int:
+    """`step` if `checkpointer` holds it, else (step None) the latest."""
+    steps = checkpointer.all_steps()
+    if not steps:
+        raise EvalError(f"{folder}: no finished checkpoint")
+    if step is None:
+        return steps[-1]
+    if step not in steps:
+        raise EvalError(f"{folder}: no checkpoint at step {step}; steps: {steps}")
+    return step
+
+
+def restore_params(spec: RunSpec, checkpointer: Checkpointer, step: int) -> tuple[Any, Any]:
+    """(params, sampler fp8_meta) of checkpoint `step`; the meta as the RL loop's sampler uses
+    it: the trainer's amax histories when both precisions use delayed scaling, fresh ones when
+    only the sampler does, None without delayed scaling."""
+    params, meta = jax.eval_shape(
+        lambda: init_variables(spec.model, spec.update.recipe, jax.random.key(0))
+    )
+    trainer_meta = spec.rollout_recipe.any_delayed and spec.update.recipe.any_delayed
+    like = {"params": on_default_device(params)}
+    if trainer_meta:
+        like["fp8_meta"] = on_default_device(meta)
+    restored = checkpointer.restore_fields(step, like)
+    if not spec.rollout_recipe.any_delayed:
+        return restored["params"], None
+    if trainer_meta:
+        return restored["params"], restored["fp8_meta"]
+    return restored["params"], fresh_fp8_meta(spec.model, spec.rollout_recipe)
+
+
+def evaluate_checkpoint(
+    workdir: str | Path,
+    *,
+    step: int | None = None,
+    split: str = "test",
+    num_prompts: int | None = None,
+    samples: int = 0,
+) -> dict[str, Any]:
+    """Greedy accuracy (and, with `samples` > 0, the sampled pass rate at the rollout
+    temperature) of checkpoint `step` (None: the latest) on the first `num_prompts` prompts of
+    `split` (None: the run's eval.num_prompts), in the run's rollout precision."""
+    if split not in SPLITS:
+        raise EvalError(f"split must be one of {list(SPLITS)}, got {split!r}")
+    spec = run_spec_of(workdir)
+    run = spec.config
+    folder = R.checkpoints_path(workdir)
+    if not folder.is_dir():
+        raise EvalError(f"{folder}: no checkpoints")
+    checkpointer = Checkpointer(os.fspath(workdir))
+    try:
+        step = checkpoint_step(checkpointer, folder, step)
+        params, meta = restore_params(spec, checkpointer, step)
+    finally:
+        checkpointer.close()
+    n = run.eval.num_prompts if num_prompts is None else num_prompts
+    examples = list(load_split(spec.task, split, spec.data_dir)[:n])
+    prompt_len = max_prompt_len(spec.tokenizer, spec.task)
+    record: dict[str, Any] = {
+        "workdir": os.fspath(workdir),
+        "step": step,
+        "split": split,
+        "num_prompts": len(examples),
+        "precision": run.rollout.precision,
+    }
+    modes = [("greedy", 0.0, 1)] + ([("sampled", run.rollout.temperature, samples)] * (samples > 0))
+    for mode, temperature, num_samples in modes:
+        record[mode], *_ = pass_rate(
+            params, spec, examples, prompt_len, jax.random.key(run.seed),
+            num_samples=num_samples, temperature=temperature, fp8_meta=meta,
+        )  # fmt: skip
+    return record
