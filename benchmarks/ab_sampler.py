@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from io import BytesIO
 from pathlib import Path
 from types import ModuleType
@@ -34,10 +33,11 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import bench_grpo_step as bench
+from benchmarks.timing import timed
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.rollout import sampler
 from calclip_jax.train import init_variables
-from calclip_jax.train.run_info import CODE_DIR, cpu_description
+from calclip_jax.workdir.run_info import CODE_DIR, cpu_description
 
 _REV = flags.DEFINE_string("rev", None, "Git revision to compare against (e.g. HEAD).")
 _PAIRS = flags.DEFINE_integer("pairs", 30, "Interleaved (checkout, revision) call pairs.")
@@ -97,9 +97,8 @@ def main(argv: list[str]) -> None:
         times: dict[ModuleType, list[float]] = {sampler: [], old: []}
         for i in range(_PAIRS.value):
             for m in (sampler, old) if i % 2 == 0 else (old, sampler):
-                t = time.perf_counter()
-                draw(m, params, recipes[m], prompts, i + 1)
-                times[m].append(time.perf_counter() - t)
+                _, t = timed(draw, m, params, recipes[m], prompts, i + 1, wait=False)
+                times[m].append(t)
     ratios = [a / b for a, b in zip(times[sampler], times[old], strict=True)]
     result = {
         "rev": _REV.value,

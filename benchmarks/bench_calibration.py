@@ -12,26 +12,20 @@ computed per minibatch in a calibrating RL step, outside the step, and not timed
 from __future__ import annotations
 
 import statistics
-import time
+from collections.abc import Callable
 
 import jax
 import numpy as np
 from absl import app, flags
 
+from benchmarks.timing import time_calls
 from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
+from calclip_jax.parallel.mesh import make_mesh
 from calclip_jax.rl.presets import get_preset
-from calclip_jax.train import (
-    CalibrationConfig,
-    PPOUpdater,
-    UpdateConfig,
-    create_train_state,
-    init_variables,
-    make_optimizer,
-    make_update_step,
-    update_flags,
-)
+from calclip_jax.train import CalibrationConfig, UpdateConfig, init_variables, update_flags
+from calclip_jax.train.trainer import build_trainer
 
 _PRESET = flags.DEFINE_string("preset", "small", "Model preset.")
 _PRECISION = flags.DEFINE_string("precision", "fp8_block", "Trainer precision preset.")
@@ -57,6 +51,21 @@ def synthetic_batch(cfg: ModelConfig, batch: int, seq: int) -> dict[str, np.ndar
     }
 
 
+def round_of_steps(run: list, name: str) -> Callable[[], dict]:
+    """One call per update of a round of `--steps` (run = [state, step, batch, times]): updates
+    the arm's state; the calibration is due at every update (K=1) or at the first of 20."""
+    updates = iter(range(_STEPS.value))
+
+    def update() -> dict:
+        i = next(updates)
+        due = name == "K=1" or (name == "K=20" and i % 20 == 0)
+        state, step, batch, _ = run
+        run[0], m = step(state, batch, update_flags(False, due))
+        return m
+
+    return update
+
+
 def main(argv: list[str]) -> None:
     del argv
     model_cfg = ModelConfig.preset(_PRESET.value)
@@ -67,6 +76,7 @@ def main(argv: list[str]) -> None:
         "K=20": CalibrationConfig(enabled=True, period=20),
     }
     rollout = synthetic_batch(model_cfg, _BATCH.value, _SEQ.value)
+    mesh = make_mesh(1, 1, 1, jax.devices()[:1])  # the default device, as a plain jit's
     runners = {}
     for name, calib in arms.items():
         cfg = UpdateConfig(
@@ -77,26 +87,20 @@ def main(argv: list[str]) -> None:
             logprob_chunk=None,
             shared_prompt=None,
         )
-        params, meta = init_variables(model_cfg, cfg.recipe, jax.random.key(0))
-        tx = make_optimizer(TrainConfig(learning_rate=1e-5))
-        state = create_train_state(params, meta, tx, rl.clip_bounds)
-        step = jax.jit(make_update_step(model_cfg, cfg, tx), donate_argnums=0)
-        updater = PPOUpdater(model_cfg, cfg, step, num_minibatches=1)
+        params, _ = init_variables(model_cfg, cfg.recipe, jax.random.key(0))
+        train = TrainConfig(learning_rate=1e-5)
+        trainer = build_trainer(model_cfg, cfg, train, params, mesh, num_minibatches=1)
+        state, step, updater = trainer.state, trainer.update_step, trainer.updater
         batch = updater.prepare(state, rollout, [np.arange(_BATCH.value)], calib.enabled)[0]
         state, m = step(state, batch, update_flags(True, False))  # compile; leaves theta_old
         state, m = step(state, batch, update_flags(False, calib.enabled))  # compile
         jax.block_until_ready(m)
         runners[name] = [state, step, batch, []]
     for _ in range(_ROUNDS.value):
-        for name, run in runners.items():
-            state, step, batch, times = run
-            start = time.perf_counter()
-            for i in range(_STEPS.value):
-                due = name == "K=1" or (name == "K=20" and i % 20 == 0)
-                state, m = step(state, batch, update_flags(False, due))
-            jax.block_until_ready(m)
-            times.append((time.perf_counter() - start) / _STEPS.value)
-            run[0] = state
+        for name, run in runners.items():  # the updates dispatched back to back, the last waited on
+            update = round_of_steps(run, name)
+            t = time_calls(update, reps=_STEPS.value, warmup=0, stat="mean", wait_each=False)
+            run[3].append(t)
     base = statistics.median(runners["off"][3])
     print(
         f"model {_PRESET.value}, {_PRECISION.value}, batch {_BATCH.value}x{_SEQ.value}, "

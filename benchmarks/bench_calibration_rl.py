@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 
 import jax
 import numpy as np
 from absl import app, flags
 
 from benchmarks import bench_grpo_step as grpo
+from benchmarks.timing import timed
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.rl.calibration import CalibrationConfig
 
@@ -41,9 +41,8 @@ def main(argv: list[str]) -> None:
         setups[name] = list(grpo.build(model, recipe, calib))
     prompts_rng = np.random.default_rng(0)
 
-    def rl_step(name: str, step: int) -> float:
+    def run_rl_step(name: str, step: int) -> None:
         state, updater = setups[name]
-        t = time.perf_counter()
         prompts = grpo.step_prompts(model, prompts_rng)
         key = jax.random.fold_in(jax.random.key(0), step)
         batch = grpo.rollout(state.params, model, recipe, prompts, key)
@@ -52,7 +51,10 @@ def main(argv: list[str]) -> None:
         setups[name][0] = state
         if step == 1 and updater.calibrates(1):
             assert any(m["calibrated"] for m in metrics), "a calibrating RL step took no sample"
-        return time.perf_counter() - t
+
+    def rl_step(name: str, step: int) -> float:
+        """Wall seconds of one RL step (its metrics come to the host: nothing left to wait on)."""
+        return timed(run_rl_step, name, step, wait=False)[1]
 
     for name in RUNS:  # compile every program of each run (a calibrating and a plain RL step)
         for step in (1, 2):

@@ -5,35 +5,28 @@
 2. FP8 dot step time (forward + both gradients, per granularity) / the same step as a bf16 dot.
 
 On CPU the FP8 paths are emulated (XLA upcasts), so ratios show emulation overhead, not FP8
-speed-ups; see gpu_fp8_gemm.py for Hopper. Usage: python benchmarks/bench_fp8.py [--sizes 512 1024]
+speed-ups; see gpu_fp8_gemm.py for Hopper. Usage: python -m benchmarks.bench_fp8 [--sizes=512,1024]
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+from absl import app, flags
 from jax import lax
 
+from benchmarks.timing import time_calls
 from calclip_jax.fp8 import TensorPrecision, fp8_dot_general, quantize, quantize_dequantize
 from calclip_jax.fp8.vocabulary import GRANULARITIES
 
+_SIZES = flags.DEFINE_list("sizes", ["256", "512", "1024"], "Matrix sizes n (n x n, n^3 dots).")
+_REPS = flags.DEFINE_integer("reps", 10, "Timed calls per program (median, after one warm-up).")
+_QDQ_ONLY = flags.DEFINE_bool("qdq-only", False, "Skip the dot-step part.")
+
 DN = (((1,), (0,)), ((), ()))
-
-
-def time_fn(fn: Callable, *args, reps: int = 10) -> float:
-    """Median wall seconds of a jitted call (after one warm-up/compile call)."""
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def copy_ratios(fns: dict[str, Callable], x: jax.Array, reps: int, rounds: int = 5) -> dict:
@@ -42,9 +35,9 @@ def copy_ratios(fns: dict[str, Callable], x: jax.Array, reps: int, rounds: int =
     ratios: dict[str, list[float]] = {name: [] for name in fns}
     copies = []
     for _ in range(rounds):
-        copies.append(time_fn(copy, x, reps=reps))
+        copies.append(time_calls(copy, x, reps=reps))
         for name, fn in fns.items():
-            ratios[name].append(time_fn(fn, x, reps=reps) / copies[-1])
+            ratios[name].append(time_calls(fn, x, reps=reps) / copies[-1])
     return {"copy": statistics.median(copies)} | {
         k: statistics.median(v) for k, v in ratios.items()
     }
@@ -80,33 +73,31 @@ def bench_dot(n: int, reps: int) -> None:
         a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
         return lax.dot_general(a, b, DN, preferred_element_type=jnp.float32)
 
-    bf16_t = time_fn(_step(bf16_dot), x, w, c, reps=reps)
+    bf16_t = time_calls(_step(bf16_dot), x, w, c, reps=reps)
     row = [f"dot step {n}^3", f"bf16 {bf16_t * 1e3:8.3f} ms"]
     for gran in GRANULARITIES:
         p, gp = TensorPrecision("e4m3", gran), TensorPrecision("e5m2", gran)
         fp8 = lambda a, b, p=p, gp=gp: fp8_dot_general(
             a, b, DN, lhs_prec=p, rhs_prec=p, grad_prec=gp
         )
-        row.append(f"fp8-{gran} x{time_fn(_step(fp8), x, w, c, reps=reps) / bf16_t:6.2f}")
+        row.append(f"fp8-{gran} x{time_calls(_step(fp8), x, w, c, reps=reps) / bf16_t:6.2f}")
     print(" | ".join(row))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--qdq-only", action="store_true", help="skip the dot-step part")
-    args = parser.parse_args()
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:  # e.g. argparse's `--sizes 1024 4096`: absl takes lists comma-separated
+        raise app.UsageError(f"unexpected arguments {argv[1:]}; flags are --flag=value")
+    sizes = [int(n) for n in _SIZES.value]
     print(f"backend={jax.default_backend()} devices={jax.devices()} jax={jax.__version__}")
     print("E4M3 quantize-dequantize (qdq) and quantize (q) time / plain copy time:")
-    for n in args.sizes:
-        bench_qdq(n, args.reps)
-    if args.qdq_only:
+    for n in sizes:
+        bench_qdq(n, _REPS.value)
+    if _QDQ_ONLY.value:
         return
     print("FP8 dot step (fwd + dX + dW; E4M3 fwd, E5M2 grads) time / bf16 dot step time:")
-    for n in args.sizes:
-        bench_dot(n, args.reps)
+    for n in sizes:
+        bench_dot(n, _REPS.value)
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

@@ -30,32 +30,24 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
 from benchmarks.machine_noise import cpu_noise, cpu_sample, is_noisy, wait_for_idle
+from benchmarks.timing import timed
 from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.model.shared_prompt import PromptGroups
+from calclip_jax.parallel.mesh import make_mesh
 from calclip_jax.rl.advantages import grpo_advantages
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.corrections import CorrectionConfig
 from calclip_jax.rl.presets import get_preset
 from calclip_jax.rollout import sample
-from calclip_jax.train import (
-    PPOUpdater,
-    UpdateConfig,
-    create_train_state,
-    init_variables,
-    make_optimizer,
-    make_update_step,
-)
-from calclip_jax.train.mesh import make_mesh
-from calclip_jax.train.ppo_update import minibatch_keys
-from calclip_jax.train.run_info import cpu_description
-from calclip_jax.train.sharded import jit_update_step, shard_state
+from calclip_jax.train import PPOUpdater, UpdateConfig, init_variables
+from calclip_jax.train.trainer import build_trainer
+from calclip_jax.workdir.run_info import cpu_description
 
 _STEPS = flags.DEFINE_integer("steps", 20, "Measured GRPO steps (after the warm-up).")
 _WARMUP = flags.DEFINE_integer("warmup", 3, "Unmeasured GRPO steps (compilation).")
@@ -115,15 +107,13 @@ class PhaseClock:
         prepare, step = updater.prepare, updater.update_step
 
         def timed_prepare(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            out = jax.block_until_ready(prepare(*args, **kwargs))
-            self.times["logprobs"] = self.times.get("logprobs", 0.0) + time.perf_counter() - t
+            out, t = timed(lambda: prepare(*args, **kwargs))
+            self.times["logprobs"] = self.times.get("logprobs", 0.0) + t
             return out
 
         def timed_step(*args: Any) -> Any:
-            t = time.perf_counter()
-            out = jax.block_until_ready(step(*args))
-            self.times["update"] = self.times.get("update", 0.0) + time.perf_counter() - t
+            out, t = timed(step, *args)
+            self.times["update"] = self.times.get("update", 0.0) + t
             return out
 
         updater.prepare, updater.update_step = timed_prepare, timed_step
@@ -136,7 +126,8 @@ class PhaseClock:
 def build(
     model: ModelConfig, recipe: PrecisionRecipe, calibration: CalibrationConfig | None = None
 ) -> tuple[Any, PPOUpdater]:
-    """The sharded train state and the PPO updater, as `rl_loop.setup` builds them."""
+    """The sharded train state and the PPO updater, from the factory the RL loop builds them
+    with (`train.trainer.build_trainer`)."""
     rl = dataclasses.replace(
         get_preset("grpo"), kl_beta=_BETA.value, correction=CorrectionConfig("none")
     )
@@ -150,15 +141,9 @@ def build(
         grad_clip_norm=None,
         num_minibatches=_MINIBATCHES.value,
     )
-    tx = make_optimizer(train_cfg)
-    params, meta = init_variables(model, recipe, jax.random.key(_SEED.value))
-    mesh = make_mesh(1, 1, 1)
-    state = shard_state(create_train_state(params, meta, tx, rl.clip_bounds), mesh)
-    ref_params = jax.tree.map(jnp.copy, state.params) if rl.kl_beta > 0 else None
-    keys = dict.fromkeys(minibatch_keys(update_cfg))
-    step = jit_update_step(make_update_step(model, update_cfg, tx), state, keys, mesh)
-    updater = PPOUpdater(model, update_cfg, step, 1, _MINIBATCHES.value, ref_params=ref_params)
-    return state, updater
+    params, _ = init_variables(model, recipe, jax.random.key(_SEED.value))
+    trainer = build_trainer(model, update_cfg, train_cfg, params, make_mesh(1, 1, 1), epochs=1)
+    return trainer.state, trainer.updater
 
 
 def draw(
@@ -253,11 +238,13 @@ def run_sampler(model: ModelConfig, recipe: PrecisionRecipe) -> dict[str, Any]:
     rng = np.random.default_rng(_SEED.value + 2)
     prompts = make_prompts(_SAMPLER_BATCH.value, _PROMPT_LEN.value, model.vocab_size, rng)
 
-    def call(seed: int) -> tuple[float, int]:
-        t = time.perf_counter()
+    def draw_valid(seed: int) -> int:
         out = draw(params, model, recipe, prompts, jax.random.key(seed), 1)
-        valid = int(np.asarray(out.response_mask).sum())  # on the host, as Tunix returns it
-        return time.perf_counter() - t, valid
+        return int(np.asarray(out.response_mask).sum())  # on the host, as Tunix returns it
+
+    def call(seed: int) -> tuple[float, int]:
+        valid, t = timed(draw_valid, seed, wait=False)
+        return t, valid
 
     first, _ = call(0)
     times, valid = zip(*(call(i + 1) for i in range(_SAMPLER_ITERS.value)), strict=True)

@@ -13,8 +13,6 @@ after one warm-up call.
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 
 import jax
@@ -22,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
+from benchmarks.timing import time_calls
 from calclip_jax.fp8 import PrecisionRecipe, TensorPrecision
 from calclip_jax.model import (
     ModelConfig,
@@ -82,13 +81,7 @@ def _measure(fn: Callable, args: tuple, reps: int) -> tuple[float, float, float]
         + stats.temp_size_in_bytes
         - stats.alias_size_in_bytes
     )
-    jax.block_until_ready(compiled(*args))
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        times.append(time.perf_counter() - start)
-    return stats.temp_size_in_bytes / MB, total / MB, statistics.median(times)
+    return stats.temp_size_in_bytes / MB, total / MB, time_calls(compiled, *args, reps=reps)
 
 
 def main(argv: list[str]) -> None:

@@ -1,57 +1,51 @@
 """Sampler throughput: KV cache vs full recomputation, FP8 vs BF16 rollout (ratios in one run).
 
 Also prints the FP8-rollout vs BF16-trainer log-prob mismatch by granularity on the sampled
-tokens. Usage: python benchmarks/bench_sampler.py [--preset small --batch 4 --samples 4 ...]
+tokens. Usage: python -m benchmarks.bench_sampler [--preset=small --batch=4 --samples=4 ...]
 """
 
 from __future__ import annotations
 
-import argparse
-import time
-
 import jax
 import jax.numpy as jnp
+from absl import app, flags
 
+from benchmarks.timing import time_calls
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig, Transformer, forward_logits, token_logprobs_and_entropy
 from calclip_jax.rollout import sample
 
+_PRESET = flags.DEFINE_string("preset", "small", "Model preset.")
+_BATCH = flags.DEFINE_integer("batch", 4, "Prompts B.")
+_SAMPLES = flags.DEFINE_integer("samples", 4, "Samples per prompt G.")
+_PROMPT_LEN = flags.DEFINE_integer("prompt_len", 16, "Prompt tokens P.")
+_NEW_TOKENS = flags.DEFINE_integer("new_tokens", 64, "New tokens per sample N (no EOS stop).")
+_REPS = flags.DEFINE_integer("reps", 3, "Timed calls per arm (mean, after one warm-up).")
 
-def _time(fn, reps: int) -> float:
-    jax.block_until_ready(fn())  # compile + warm up
-    start = time.perf_counter()
-    for _ in range(reps):
-        jax.block_until_ready(fn())
-    return (time.perf_counter() - start) / reps
 
-
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--preset", default="small")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--samples", type=int, default=4)
-    ap.add_argument("--prompt_len", type=int, default=16)
-    ap.add_argument("--new_tokens", type=int, default=64)
-    ap.add_argument("--reps", type=int, default=3)
-    args = ap.parse_args()
-    cfg = ModelConfig.preset(args.preset)
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:  # a stray value, e.g. of the argparse form `--reps 3 5`
+        raise app.UsageError(f"unexpected arguments {argv[1:]}; flags are --flag=value")
+    n_prompts, samples = _BATCH.value, _SAMPLES.value
+    prompt_len, new_tokens, reps = _PROMPT_LEN.value, _NEW_TOKENS.value, _REPS.value
+    cfg = ModelConfig.preset(_PRESET.value)
     tokens = jnp.zeros((1, 4), jnp.int32)
     params = jax.jit(Transformer(cfg, PrecisionRecipe.preset("fp32")).init)(
         jax.random.key(0), tokens, tokens, jnp.ones_like(tokens)
     )["params"]
-    prompt = jax.random.randint(jax.random.key(1), (args.batch, args.prompt_len), 1, cfg.vocab_size)
+    prompt = jax.random.randint(jax.random.key(1), (n_prompts, prompt_len), 1, cfg.vocab_size)
     mask = jnp.ones_like(prompt)
-    n_tokens = args.batch * args.samples * args.new_tokens
+    n_tokens = n_prompts * samples * new_tokens
 
     def run(preset: str, use_cache: bool):
         return lambda: sample(
             params, cfg, PrecisionRecipe.preset(preset), prompt, mask, jax.random.key(2),
-            num_samples=args.samples, max_new_tokens=args.new_tokens, eos_id=-1, pad_id=0,
+            num_samples=samples, max_new_tokens=new_tokens, eos_id=-1, pad_id=0,
             use_cache=use_cache,
         )  # fmt: skip
 
-    print(f"device={jax.devices()[0].platform} model={args.preset} B={args.batch} G={args.samples}"
-          f" P={args.prompt_len} N={args.new_tokens} reps={args.reps}")  # fmt: skip
+    print(f"device={jax.devices()[0].platform} model={_PRESET.value} B={n_prompts} G={samples}"
+          f" P={prompt_len} N={new_tokens} reps={reps}")  # fmt: skip
     times = {}
     for name, preset, cache in [
         ("bf16_cache", "bf16", True),
@@ -59,7 +53,7 @@ def main() -> None:
         ("fp8_tensor_cache", "fp8_tensor", True),
         ("fp8_block_cache", "fp8_block", True),
     ]:
-        times[name] = _time(run(preset, cache), args.reps)
+        times[name] = time_calls(run(preset, cache), reps=reps, stat="mean")
         print(f"{name:18s} {times[name] * 1e3:9.1f} ms  {n_tokens / times[name]:9.1f} tokens/s")
     speedup = times["bf16_recompute"] / times["bf16_cache"]
     print(f"KV cache speedup over recompute (bf16): {speedup:.2f}x")
@@ -83,4 +77,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

@@ -11,28 +11,24 @@ Ratios are to BF16, measured in one run; FP8 is emulated on a CPU.
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
+from benchmarks.timing import timed
 from calclip_jax.config import TrainConfig, UpdateConfig
 from calclip_jax.data import GGUFTokenizer
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import load_checkpoint
 from calclip_jax.model.shared_prompt import PromptGroups
+from calclip_jax.parallel.mesh import make_mesh
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.presets import get_preset
 from calclip_jax.rollout import sample
-from calclip_jax.train import (
-    PPOUpdater,
-    create_train_state,
-    fresh_fp8_meta,
-    make_optimizer,
-    make_update_step,
-    update_flags,
-)
+from calclip_jax.train import fresh_fp8_meta, update_flags
+from calclip_jax.train.trainer import build_trainer
 
 MODEL = "smollm2-135m-instruct"
 _RECIPES = flags.DEFINE_list(
@@ -57,27 +53,19 @@ def _prompts(tok: GGUFTokenizer, n: int) -> tuple[np.ndarray, np.ndarray]:
     return tok.batch_encode(questions, add_bos=True, left_pad=True)
 
 
-def _timed(fn):
-    jax.block_until_ready(fn())  # compile
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return out, time.perf_counter() - start
-
-
-def _update_time(cfg, recipe, rl, tx, params, meta, batch, groups: PromptGroups | None) -> float:
+def _update_time(cfg, recipe, rl, train, params, batch, groups: PromptGroups | None) -> float:
     """Seconds of one jitted GRPO update on the whole batch (after its compile)."""
     update = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, _CHUNK.value, groups)
-    state = create_train_state(params, meta, tx, rl.clip_bounds)
-    step = jax.jit(make_update_step(cfg, update, tx))
+    # the trainer's step donates its state, whose params it is built from: build it on a copy
+    params = jax.tree.map(jnp.copy, params)
+    mesh = make_mesh(1, 1, 1, jax.devices()[:1])  # the default device, as a plain jit's
+    trainer = build_trainer(cfg, update, train, params, mesh, num_minibatches=1)
     n = batch["tokens"].shape[0]
-    mb = PPOUpdater(cfg, update, step, num_minibatches=1).prepare(
-        state, batch, [np.arange(n)], calibrate=False
-    )[0]
+    mb = trainer.updater.prepare(trainer.state, batch, [np.arange(n)], calibrate=False)[0]
     flags_ = update_flags(False, False)
-    jax.block_until_ready(step(state, mb, flags_))  # compile (the state is not donated)
-    start = time.perf_counter()
-    jax.block_until_ready(step(state, mb, flags_))
-    return time.perf_counter() - start
+    # compile; the step donates the state: the timed call runs on the state it returns
+    state, _ = jax.block_until_ready(trainer.update_step(trainer.state, mb, flags_))
+    return timed(trainer.update_step, state, mb, flags_)[1]
 
 
 def main(argv: list[str]) -> None:
@@ -85,31 +73,31 @@ def main(argv: list[str]) -> None:
     cfg, params = load_checkpoint(MODEL)
     tok = GGUFTokenizer.from_gguf(MODEL)
     prompt, mask = _prompts(tok, _PROMPTS.value)
-    tx = make_optimizer(TrainConfig(learning_rate=1e-6))
+    train = TrainConfig(learning_rate=1e-6)
     rl = dataclasses.replace(get_preset("grpo"), kl_beta=0.0)
     n_tokens = _PROMPTS.value * _SAMPLES.value * _NEW.value
     rows = []
     for name in _RECIPES.value:
         recipe = PrecisionRecipe.preset(name)
         meta = fresh_fp8_meta(cfg, recipe)
-        rollout, t_roll = _timed(
-            lambda recipe=recipe, meta=meta: sample(
-                params, cfg, recipe, prompt, mask, jax.random.key(1),
-                num_samples=_SAMPLES.value, max_new_tokens=_NEW.value, temperature=1.0,
-                eos_id=-1, pad_id=tok.pad_id, fp8_meta=meta or None,
-            )
+        draw = lambda recipe=recipe, meta=meta: sample(
+            params, cfg, recipe, prompt, mask, jax.random.key(1),
+            num_samples=_SAMPLES.value, max_new_tokens=_NEW.value, temperature=1.0,
+            eos_id=-1, pad_id=tok.pad_id, fp8_meta=meta or None,
         )  # fmt: skip
+        jax.block_until_ready(draw())  # compile
+        rollout, t_roll = timed(draw)
         batch = {
             k: np.asarray(getattr(rollout, k))
             for k in ("tokens", "positions", "attn_mask", "response_mask", "rollout_logp")
         }
         n = batch["tokens"].shape[0]
         batch["advantages"] = np.where(np.arange(n) % 2, 1.0, -1.0).astype(np.float32)
-        t_update = _update_time(cfg, recipe, rl, tx, params, meta, batch, None)
+        t_update = _update_time(cfg, recipe, rl, train, params, batch, None)
         t_shared = float("nan")
         if _SHARE.value and not recipe.any_delayed:
             groups = PromptGroups(_SAMPLES.value, _NEW.value)
-            t_shared = _update_time(cfg, recipe, rl, tx, params, meta, batch, groups)
+            t_shared = _update_time(cfg, recipe, rl, train, params, batch, groups)
         rows.append((name, n_tokens / t_roll, t_roll, t_update, t_shared))
         print(f"{name}: rollout {t_roll:.2f} s, update {t_update:.2f} s, shared prompt "
               f"{t_shared:.2f} s", flush=True)  # fmt: skip

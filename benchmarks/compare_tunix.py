@@ -22,7 +22,7 @@ from typing import Any
 from absl import app, flags
 
 from benchmarks.machine_noise import is_noisy
-from calclip_jax.train.run_info import cpu_description
+from calclip_jax.workdir.run_info import cpu_description
 
 _PAIRS = flags.DEFINE_integer("pairs", 3, "Interleaved (calclip_jax, Tunix) pairs.")
 _ANCHORS = flags.DEFINE_string(

@@ -26,9 +26,6 @@ os.environ.setdefault("XLA_FLAGS", "--xla_gpu_enable_triton_gemm=false")
 import collections
 import json
 import re
-import statistics
-import time
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +33,7 @@ import numpy as np
 import optax
 from absl import app, flags
 
+from benchmarks.timing import time_calls, timed
 from calclip_jax.fp8 import PrecisionRecipe, fp8_dot_general, matmul_precisions
 from calclip_jax.model import ModelConfig
 from calclip_jax.train.forward import batch_logprobs
@@ -58,16 +56,6 @@ def emit(record: dict) -> None:
     print(json.dumps(record), flush=True)
 
 
-def median_time(fn: Callable, *args, reps: int) -> float:
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def custom_calls(hlo: str) -> dict[str, int]:
     return dict(collections.Counter(re.findall(r'custom_call_target="([^"]+)"', hlo)))
 
@@ -86,7 +74,7 @@ def gemm_section(n: int, reps: int) -> None:
             return jnp.sum(y * c)
 
         step = jax.jit(jax.value_and_grad(loss, (0, 1)))
-        t = median_time(step, x, w, reps=reps)
+        t = time_calls(step, x, w, reps=reps)
         base = base or t
         emit(
             {
@@ -118,6 +106,11 @@ def make_train_step(cfg: ModelConfig, recipe: PrecisionRecipe, tx: optax.Gradien
     return jax.jit(step, donate_argnums=(0, 1))
 
 
+def lower_compile(fn, *args):
+    """The executable of jitted `fn` for `args`, compiled ahead of time."""
+    return fn.lower(*args).compile()
+
+
 def step_section(cfg: ModelConfig, batch_size: int, seq: int, reps: int) -> None:
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, cfg.vocab_size, (batch_size, seq)).astype(np.int32)
@@ -136,9 +129,7 @@ def step_section(cfg: ModelConfig, batch_size: int, seq: int, reps: int) -> None
         params, _ = init_variables(cfg, recipe, jax.random.key(0))
         opt_state = tx.init(params)
         step = make_train_step(cfg, recipe, tx)
-        t0 = time.perf_counter()
-        compiled = step.lower(params, opt_state, batch).compile()
-        compile_s = time.perf_counter() - t0
+        compiled, compile_s = timed(lower_compile, step, params, opt_state, batch, wait=False)
         emit({"section": "hlo", "preset": preset, "custom_calls": custom_calls(compiled.as_text())})
         state = [params, opt_state]
 
@@ -146,7 +137,7 @@ def step_section(cfg: ModelConfig, batch_size: int, seq: int, reps: int) -> None
             state[0], state[1], value = compiled(state[0], state[1], batch)
             return value
 
-        t = median_time(run, reps=reps)
+        t = time_calls(run, reps=reps)
         base = base or t
         emit(
             {

@@ -19,7 +19,6 @@ import json
 import re
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 
 import jax
@@ -27,6 +26,7 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import bench_grpo_step as bench
+from benchmarks.timing import timed
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.train import init_variables
 
@@ -109,11 +109,7 @@ def main(argv: list[str]) -> None:
         np.asarray(out.response_mask)  # on the host, as the benchmark's call
 
     call(0)  # compile
-    times = []
-    for i in range(_CALLS.value):
-        t = time.perf_counter()
-        call(i + 1)
-        times.append(time.perf_counter() - t)
+    times = [timed(call, i + 1, wait=False)[1] for i in range(_CALLS.value)]
     median = statistics.median(times)
     tokens = bench._SAMPLER_BATCH.value * bench._GEN_LEN.value
     print(f"sampler call: median {median * 1e3:.1f} ms over {len(times)} calls "

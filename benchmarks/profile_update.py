@@ -12,7 +12,6 @@ GEMMs).
 from __future__ import annotations
 
 import statistics
-import time
 from typing import Any
 
 import jax
@@ -21,6 +20,7 @@ from absl import app
 
 from benchmarks import bench_grpo_step as bench
 from benchmarks import profile_sampler as profile
+from benchmarks.timing import timed
 from calclip_jax.fp8 import PrecisionRecipe
 
 # --calls (timed updates, after 3 for compilation), --traced, --top: profile_sampler's flags
@@ -38,9 +38,8 @@ def main(argv: list[str]) -> None:
     step = updater.update_step
 
     def timed_step(*args: Any) -> Any:
-        t = time.perf_counter()
-        out = jax.block_until_ready(step(*args))
-        times.append(time.perf_counter() - t)
+        out, t = timed(step, *args)
+        times.append(t)
         return out
 
     updater.update_step = timed_step

@@ -1,0 +1,61 @@
+"""The benchmarks' one timing helper: wall seconds of calls, waited on (`jax.block_until_ready`).
+
+`timed` clocks one call; `time_calls` clocks `reps` calls after `warmup` untimed ones (compile
+and warm-up) and reduces them to seconds per call. Every script that times calls uses these, so
+that what a published figure measured (warm-up count, repeats, median or mean, waited or not) is
+spelled out at its call site by these parameters.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import jax
+
+Stat = Literal["median", "mean"]
+
+
+def timed(fn: Callable[..., Any], *args: Any, wait: bool = True) -> tuple[Any, float]:
+    """(`fn(*args)`, its wall seconds). With `wait`, the result is waited on
+    (`jax.block_until_ready`) inside the clock and returned waited on; without, the clock stops
+    when `fn` returns (for a call that brings its results to the host itself)."""
+    start = time.perf_counter()
+    out = fn(*args)
+    if wait:
+        out = jax.block_until_ready(out)
+    return out, time.perf_counter() - start
+
+
+def time_calls(
+    fn: Callable[..., Any],
+    *args: Any,
+    reps: int,
+    warmup: int = 1,
+    stat: Stat = "median",
+    wait_each: bool = True,
+) -> float:
+    """Seconds per call of `fn(*args)`, after `warmup` untimed calls, each waited on.
+
+    stat="median": of `reps` calls, each timed alone and waited on inside its clock.
+    stat="mean": one clock around all `reps` calls, divided by `reps`; each call waited on, or,
+    with wait_each=False, only the last (calls dispatched back to back, as a training loop runs).
+    """
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    if stat not in ("median", "mean"):
+        raise ValueError(f"stat must be median or mean, got {stat!r}")
+    if not wait_each and stat != "mean":
+        raise ValueError("wait_each=False needs stat='mean' (one clock around all the calls)")
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
+    if stat == "mean":
+        start = time.perf_counter()
+        for i in range(reps):
+            out = fn(*args)
+            if wait_each or i == reps - 1:
+                jax.block_until_ready(out)
+        return (time.perf_counter() - start) / reps
+    return statistics.median([timed(fn, *args)[1] for _ in range(reps)])
