@@ -1,4 +1,4 @@
-"""Fabricated workdirs in the layout `experiments.train` writes (`analysis.run_record`)."""
+"""Fabricated workdirs in the layout `experiments.train` writes (`workdir.run_record`)."""
 
 import json
 from pathlib import Path

@@ -41,15 +41,17 @@ from calclip_jax.rl.quantile import masked_quantile
 
 QUANTILES = (("p01", 0.01), ("p05", 0.05), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 # the metric names, by when `rl_diagnostics` reports them (the module docstring's groups)
-CLIP_METRICS = (
+CLIP_METRICS = (  # always, and always finite
     "clip_lower",
     "clip_upper",
     "clip_frac_lower_neg",
     "clip_frac_upper_pos",
     "zero_grad_frac_neg",
     "zero_grad_frac_pos",
-    *(f"ratio_{sign}_{name}" for sign in ("neg", "pos") for name, _ in QUANTILES),
-)  # always
+)
+RATIO_QUANTILE_METRICS = tuple(  # always; NaN when that advantage sign has no token
+    f"ratio_{sign}_{name}" for sign in ("neg", "pos") for name, _ in QUANTILES
+)
 SHADOW_METRICS = ("clip_frac_lower_neg_ref", "clip_frac_upper_pos_ref")  # with ratio_ref_BT
 MISMATCH_METRICS = (  # with rollout_logp_BT
     "mismatch_k3",

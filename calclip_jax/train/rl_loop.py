@@ -9,7 +9,7 @@ One RL step (one rollout batch):
   4. one metrics row, sample and ratio dumps, an orbax checkpoint every log.checkpoint_every.
 An optimizer update is an "update"; a "step" is an RL step everywhere in this file.
 
-`run_experiment` holds the workdir's lock (`workdir_lock`), refuses a config other than the
+`run_experiment` holds the workdir's lock (`workdir.lock`), refuses a config other than the
 one the workdir was started with (`config_record`), resumes from the newest intact checkpoint
 (dropping what a killed run logged after it), and returns the summary at once when the workdir
 holds a run finished at train.steps or more.

@@ -6,7 +6,7 @@
       metrics.jsonl            one JSON object per RL step ("step" + metrics), appended
       summary.json             headline numbers; written only when the run finished
       run_info.json            per start of the process: git commit (+ dirty), package versions
-      ratios/step_XXXXXX.npz   ratio dumps (analysis.ratio_dumps)
+      ratios/step_XXXXXX.npz   ratio dumps (workdir.ratio_dumps)
       samples/step_XXXXXX.txt  sample completions
       checkpoints/  tb/        Orbax checkpoints, TensorBoard events
 

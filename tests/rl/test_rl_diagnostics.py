@@ -8,6 +8,7 @@ import pytest
 from calclip_jax.rl.diagnostics import (
     CLIP_METRICS,
     MISMATCH_METRICS,
+    RATIO_QUANTILE_METRICS,
     SHADOW_METRICS,
     rl_diagnostics,
 )
@@ -101,7 +102,7 @@ def test_optional_metrics_absent_and_empty_sign():
 def test_metric_name_groups_are_what_it_reports():
     logp, old, rollout, _, ratio_ref, mask, adv, _, _ = _batch()
     bare = rl_diagnostics(logp, old, adv, mask, BOUNDS)
-    assert set(bare) == set(CLIP_METRICS)
+    assert set(bare) == {*CLIP_METRICS, *RATIO_QUANTILE_METRICS}
     full = rl_diagnostics(logp, old, adv, mask, BOUNDS, rollout_logp_BT=rollout,
                           ratio_ref_BT=ratio_ref)  # fmt: skip
-    assert set(full) == {*CLIP_METRICS, *SHADOW_METRICS, *MISMATCH_METRICS}
+    assert set(full) == {*CLIP_METRICS, *RATIO_QUANTILE_METRICS, *SHADOW_METRICS, *MISMATCH_METRICS}

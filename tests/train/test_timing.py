@@ -1,4 +1,4 @@
-"""Progress: tqdm on a terminal, periodic plain lines elsewhere; compile_clock: compile seconds
+"""Progress: tqdm on a terminal, periodic plain lines elsewhere; the compile clock: compile seconds
 of a block apart from its run time."""
 
 from __future__ import annotations

@@ -13,7 +13,12 @@ from train_testutil import TINY, make_setup, prepared, rollout_batch
 
 from calclip_jax.model import Transformer, token_logprobs_and_entropy
 from calclip_jax.rl.corrections import CorrectionConfig
-from calclip_jax.rl.diagnostics import CLIP_METRICS, MISMATCH_METRICS, SHADOW_METRICS
+from calclip_jax.rl.diagnostics import (
+    CLIP_METRICS,
+    MISMATCH_METRICS,
+    RATIO_QUANTILE_METRICS,
+    SHADOW_METRICS,
+)
 from calclip_jax.rl.losses import ppo_policy_loss
 from calclip_jax.rl.presets import get_preset
 from calclip_jax.train import (
@@ -31,6 +36,7 @@ LATER = update_flags(new_batch=False, calibrate=True)  # a later update of it
 DIAGNOSTICS = (
     "entropy",
     *CLIP_METRICS,
+    *RATIO_QUANTILE_METRICS,
     *MISMATCH_METRICS,
     "tis_trunc_frac",
     "grad_norm",
