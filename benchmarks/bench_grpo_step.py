@@ -34,7 +34,7 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks.machine_noise import cpu_noise, cpu_sample, is_noisy, wait_for_idle
-from benchmarks.timing import timed
+from benchmarks.timing import PhaseClock, summarize, timed
 from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
@@ -78,10 +78,6 @@ def log(msg: str) -> None:
     print(f"[bench_grpo_step] {msg}", file=sys.stderr, flush=True)
 
 
-def summarize(xs: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
-
-
 def make_prompts(n: int, length: int, vocab: int, rng: np.random.Generator) -> np.ndarray:
     """[n, length] int32: BOS then random word ids (no padding)."""
     words = rng.integers(FIRST_WORD, vocab, size=(n, length - 1))
@@ -97,30 +93,6 @@ def toy_reward(tokens_NT: np.ndarray, response_mask_NT: np.ndarray) -> np.ndarra
     """Share of response tokens equal to word 3 (the Tunix benchmark's reward)."""
     hits = (tokens_NT == FIRST_WORD) & response_mask_NT.astype(bool)
     return (hits.sum(1) / np.maximum(response_mask_NT.sum(1), 1)).astype(np.float32)
-
-
-class PhaseClock:
-    """Wall time of the updater's calls, recorded per RL step (on the instance only)."""
-
-    def __init__(self, updater: PPOUpdater) -> None:
-        self.times: dict[str, float] = {}
-        prepare, step = updater.prepare, updater.update_step
-
-        def timed_prepare(*args: Any, **kwargs: Any) -> Any:
-            out, t = timed(lambda: prepare(*args, **kwargs))
-            self.times["logprobs"] = self.times.get("logprobs", 0.0) + t
-            return out
-
-        def timed_step(*args: Any) -> Any:
-            out, t = timed(step, *args)
-            self.times["update"] = self.times.get("update", 0.0) + t
-            return out
-
-        updater.prepare, updater.update_step = timed_prepare, timed_step
-
-    def take(self) -> dict[str, float]:
-        out, self.times = self.times, {}
-        return out
 
 
 def build(

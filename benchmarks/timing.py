@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import jax
 
+from calclip_jax.train import PPOUpdater
+
 Stat = Literal["median", "mean"]
 
 
@@ -59,3 +61,32 @@ def time_calls(
                 jax.block_until_ready(out)
         return (time.perf_counter() - start) / reps
     return statistics.median([timed(fn, *args)[1] for _ in range(reps)])
+
+
+def summarize(xs: list[float]) -> dict[str, float]:
+    """Median, min, max and count of per-step or per-call seconds."""
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+class PhaseClock:
+    """Wall time of the updater's calls, recorded per RL step (on the instance only)."""
+
+    def __init__(self, updater: PPOUpdater) -> None:
+        self.times: dict[str, float] = {}
+        prepare, step = updater.prepare, updater.update_step
+
+        def timed_prepare(*args: Any, **kwargs: Any) -> Any:
+            out, t = timed(lambda: prepare(*args, **kwargs))
+            self.times["logprobs"] = self.times.get("logprobs", 0.0) + t
+            return out
+
+        def timed_step(*args: Any) -> Any:
+            out, t = timed(step, *args)
+            self.times["update"] = self.times.get("update", 0.0) + t
+            return out
+
+        updater.prepare, updater.update_step = timed_prepare, timed_step
+
+    def take(self) -> dict[str, float]:
+        out, self.times = self.times, {}
+        return out

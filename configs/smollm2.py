@@ -3,8 +3,10 @@ on chat-formatted addition: the real-model family. Arms from configs/arms.py.
 
 The checkpoint gives the sizes, weights, tokenizer and chat template; prompts are one user turn.
 The SFT warm start (float32) teaches the answer format and moves the Q4_1-dequantized weights off
-their BF16 rounding ties before precisions are compared. Log-probs go in chunks of 64 positions
-(no [B, T, 49152] float32).
+their BF16 rounding ties before precisions are compared. The trainer runs each group's prompt
+once (`train.share_prompt`; not with delayed scaling, which keeps per-tensor amax state across
+forwards), so the lm_head sees response positions only; log-probs go in chunks of at most 64
+positions (no [B, T, 49152] float32).
 """
 
 from calclip_jax.config import base_config
@@ -32,4 +34,7 @@ def get_config(arm: str = ""):
     config.train.learning_rate = 1e-6
     config.train.num_minibatches = 4
     config.eval.num_prompts = 64
-    return apply_arm(config, arm)
+    config = apply_arm(config, arm)
+    delayed = "delayed" in config.rollout.precision + config.train.precision
+    config.train.share_prompt = not delayed
+    return config

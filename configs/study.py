@@ -204,6 +204,7 @@ REAL_MODEL_ARMS = (
     "fp8_block_tis_calib",
 )
 REAL_MODEL_COMMON = {
+    "train.share_prompt": False,  # the committed runs predate the shared-prompt default
     "train.steps": 20,
     "eval.every": 5,
     "log.quiet": True,

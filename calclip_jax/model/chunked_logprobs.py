@@ -31,6 +31,14 @@ def chunks_lm_head(recipe: PrecisionRecipe) -> bool:
     return not recipe.lm_head.is_fp8
 
 
+def chunk_layout(n_pred: int, chunk: int | None) -> tuple[int, int]:
+    """(chunks, positions per chunk) for `n_pred` predictions: the fewest chunks of at most
+    `chunk` positions (one for None), all of one size, so padding is fewer positions than
+    chunks."""
+    n = 1 if chunk is None else math.ceil(n_pred / chunk)
+    return n, math.ceil(n_pred / n)
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _logits(head: HeadDot, x: jax.Array, w: jax.Array) -> jax.Array:
     return head(x, w)
@@ -58,8 +66,10 @@ def chunked_token_logprobs_and_entropy(
 ) -> tuple[jax.Array, jax.Array]:
     """`token_logprobs_and_entropy(head(hidden_BTD, head_weight), ...)` in chunks.
 
-    `chunk`: positions per chunk (None: the whole sequence as one chunk); a chunk that does not
-    divide the T - 1 predictions is padded with zero hidden states, whose results are dropped.
+    `chunk`: the most positions per chunk (None: the whole sequence as one chunk). The T - 1
+    predictions go in the fewest chunks of at most `chunk` positions, all of one size (80
+    predictions at chunk 64: two chunks of 40); the last is padded with zero hidden states,
+    whose results are dropped, by fewer positions than there are chunks.
     Same conventions: position 0 gets 0, both outputs are multiplied by mask_BT, temperature
     is a static float > 0.
     """
@@ -71,8 +81,7 @@ def chunked_token_logprobs_and_entropy(
     if n_pred == 0:
         zeros_BT = jnp.zeros((b, t), jnp.float32)
         return zeros_BT, zeros_BT
-    c = n_pred if chunk is None else min(chunk, n_pred)
-    n = math.ceil(n_pred / c)
+    n, c = chunk_layout(n_pred, chunk)
     pad = n * c - n_pred
     x_BPD = jnp.pad(hidden_BTD[:, :-1], ((0, 0), (0, pad), (0, 0)))
     y_BP = jnp.pad(tokens_BT[:, 1:], ((0, 0), (0, pad)))

@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from model_testutil import TINY, variant
 
 from calclip_jax.fp8 import PrecisionRecipe, TensorPrecision
@@ -22,6 +24,7 @@ from calclip_jax.model import (
     lm_head_weight,
     token_logprobs_and_entropy,
 )
+from calclip_jax.model.chunked_logprobs import chunk_layout
 from calclip_jax.train.forward import batch_logprobs
 
 B, T = 3, 11  # T - 1 = 10 predictions: chunk 3 and 4 leave a padded last chunk
@@ -183,3 +186,13 @@ def test_edge_cases():
         chunked_token_logprobs_and_entropy(hidden, weight, project, tokens, mask, 1.0, 0)
     with pytest.raises(ValueError, match="temperature"):
         chunked_token_logprobs_and_entropy(hidden, weight, project, tokens, mask, 0.0, 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4096), st.one_of(st.none(), st.integers(1, 512)))
+def test_chunk_layout_is_the_fewest_equal_chunks(n_pred, chunk):
+    n, c = chunk_layout(n_pred, chunk)
+    limit = n_pred if chunk is None else chunk
+    assert c <= limit and n == -(-n_pred // limit)  # the fewest chunks of at most `chunk`
+    assert n_pred <= n * c < n_pred + n  # padding: fewer positions than chunks
+    assert chunk_layout(80, 64) == (2, 40)  # the real model's 81 positions: not padded to 128

