@@ -25,9 +25,8 @@ from calclip_jax.config import ConfigError
 from calclip_jax.reports import summary as summary_lib
 from calclip_jax.sweeps.arms import expand_arms
 from calclip_jax.sweeps.commands import resolve_base, train_command, write_commands
+from calclip_jax.workdir import run_record as R
 from calclip_jax.workdir.run_record import SUMMARY_FILE, is_finished
-
-LOG_NAME = "train.log"  # in each arm's folder: its command and output
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +50,7 @@ def subprocess_env(repo_root: str | Path | None) -> dict[str, str]:
 def run_arm(name: str, cmd: list[str], workdir: Path, env: dict[str, str]) -> ArmResult:
     """Runs one arm's command in `workdir`, appending its output to workdir/train.log."""
     workdir.mkdir(parents=True, exist_ok=True)
-    log_path = workdir / LOG_NAME
+    log_path = R.train_log_path(workdir)
     start = time.monotonic()
     with log_path.open("a", encoding="utf-8") as f:
         f.write(f"$ {shlex.join(cmd)}\n")

@@ -6,6 +6,7 @@
       metrics.jsonl            one JSON object per RL step ("step" + metrics), appended
       summary.json             headline numbers; written only when the run finished
       run_info.json            per start of the process: git commit (+ dirty), package versions
+      train.log                a sweep's arm only: its command and output
       ratios/step_XXXXXX.npz   ratio dumps (workdir.ratio_dumps)
       samples/step_XXXXXX.txt  sample completions
       checkpoints/  tb/        Orbax checkpoints, TensorBoard events
@@ -31,6 +32,7 @@ METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"
 RUN_INFO_FILE = "run_info.json"
+TRAIN_LOG_FILE = "train.log"  # a sweep's arm: the command and its output
 RATIOS_DIR = "ratios"
 SAMPLES_DIR = "samples"
 CHECKPOINTS_DIR = "checkpoints"
@@ -61,6 +63,10 @@ def step_files(folder: str | Path, ext: str) -> dict[int, Path]:
 
 def config_path(workdir: str | Path) -> Path:
     return Path(workdir) / CONFIG_FILE
+
+
+def train_log_path(workdir: str | Path) -> Path:
+    return Path(workdir) / TRAIN_LOG_FILE
 
 
 def summary_path(workdir: str | Path) -> Path:
