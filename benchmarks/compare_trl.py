@@ -116,7 +116,7 @@ def main(argv: list[str]) -> None:
             if not os.path.exists(path):
                 sys.exit(f"{path} not found: run `bash {_ANCHORS.value}/trl_setup.sh` first")
     fl = floor(_ANCHORS.value)
-    rate = max(v for k, v in fl["gemm_gflops"].items() if v) * 1e9
+    rate = max(fl["gemm_gflops"].get(lib) or 0.0 for lib in ("numpy", "jax", "torch")) * 1e9
     minimal = fl["flops"]["minimal"]
     floor_s = minimal["total"] / rate
     update_flops = minimal["policy_forward_backward"]
