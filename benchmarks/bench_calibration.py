@@ -12,13 +12,12 @@ computed per minibatch in a calibrating RL step, outside the step, and not timed
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 
 import jax
 import numpy as np
 from absl import app, flags
 
-from benchmarks.timing import time_calls
+from benchmarks.timing import timed
 from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
@@ -51,19 +50,16 @@ def synthetic_batch(cfg: ModelConfig, batch: int, seq: int) -> dict[str, np.ndar
     }
 
 
-def round_of_steps(run: list, name: str) -> Callable[[], dict]:
-    """One call per update of a round of `--steps` (run = [state, step, batch, times]): updates
-    the arm's state; the calibration is due at every update (K=1) or at the first of 20."""
-    updates = iter(range(_STEPS.value))
-
-    def update() -> dict:
-        i = next(updates)
+def round_of_updates(run: list, name: str) -> dict:
+    """`--steps` updates of one arm (run = [state, step, batch, times]) dispatched back to back,
+    as a training loop runs them; the calibration is due at every update (K=1) or at the first
+    of 20. Returns the last update's metrics (waiting on them waits on the round)."""
+    state, step, batch, _ = run
+    for i in range(_STEPS.value):
         due = name == "K=1" or (name == "K=20" and i % 20 == 0)
-        state, step, batch, _ = run
-        run[0], m = step(state, batch, update_flags(False, due))
-        return m
-
-    return update
+        state, m = step(state, batch, update_flags(False, due))
+    run[0] = state
+    return m
 
 
 def main(argv: list[str]) -> None:
@@ -97,10 +93,9 @@ def main(argv: list[str]) -> None:
         jax.block_until_ready(m)
         runners[name] = [state, step, batch, []]
     for _ in range(_ROUNDS.value):
-        for name, run in runners.items():  # the updates dispatched back to back, the last waited on
-            update = round_of_steps(run, name)
-            t = time_calls(update, reps=_STEPS.value, warmup=0, stat="mean", wait_each=False)
-            run[3].append(t)
+        for name, run in runners.items():
+            _, t = timed(round_of_updates, run, name)
+            run[3].append(t / _STEPS.value)
     base = statistics.median(runners["off"][3])
     print(
         f"model {_PRESET.value}, {_PRECISION.value}, batch {_BATCH.value}x{_SEQ.value}, "

@@ -37,28 +37,22 @@ def time_calls(
     reps: int,
     warmup: int = 1,
     stat: Stat = "median",
-    wait_each: bool = True,
 ) -> float:
     """Seconds per call of `fn(*args)`, after `warmup` untimed calls, each waited on.
 
     stat="median": of `reps` calls, each timed alone and waited on inside its clock.
-    stat="mean": one clock around all `reps` calls, divided by `reps`; each call waited on, or,
-    with wait_each=False, only the last (calls dispatched back to back, as a training loop runs).
+    stat="mean": one clock around all `reps` calls, each waited on, divided by `reps`.
     """
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
     if stat not in ("median", "mean"):
         raise ValueError(f"stat must be median or mean, got {stat!r}")
-    if not wait_each and stat != "mean":
-        raise ValueError("wait_each=False needs stat='mean' (one clock around all the calls)")
     for _ in range(warmup):
         jax.block_until_ready(fn(*args))
     if stat == "mean":
         start = time.perf_counter()
-        for i in range(reps):
-            out = fn(*args)
-            if wait_each or i == reps - 1:
-                jax.block_until_ready(out)
+        for _ in range(reps):
+            jax.block_until_ready(fn(*args))
         return (time.perf_counter() - start) / reps
     return statistics.median([timed(fn, *args)[1] for _ in range(reps)])
 
