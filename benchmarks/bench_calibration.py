@@ -82,6 +82,7 @@ def main(argv: list[str]) -> None:
             temperature=1.0,
             logprob_chunk=None,
             shared_prompt=None,
+            micro_batches=1,
         )
         params, _ = init_variables(model_cfg, cfg.recipe, jax.random.key(0))
         train = TrainConfig(learning_rate=1e-5)

@@ -51,4 +51,11 @@ def check_devices(run: RunConfig, num_devices: int) -> tuple[int, int, int]:
             f"num_minibatches) do not split over the {data_devices} data devices "
             f"(mesh.data x mesh.fsdp = {shape[0]} x {shape[1]})"
         )
+    micro = run.train.micro_batches
+    if (minibatch // micro) % data_devices:
+        raise ConfigError(
+            f"train.micro_batches={micro}: micro-batches of {minibatch // micro} sequences do "
+            f"not split over the {data_devices} data devices "
+            f"(mesh.data x mesh.fsdp = {shape[0]} x {shape[1]})"
+        )
     return shape

@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW
+from calclip_jax.data.rewards.spelling import parse_reward
 from calclip_jax.knob_rules import above, at_least, one_of, within
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.corrections import CorrectionConfig
@@ -27,6 +28,12 @@ class TaskConfig:
         default_factory=lambda: {"max_digits": 2, "min_digits": 1, "partial_credit": True}
     )  # the task's data knobs
     data_dir: str | None = None  # tfds data_dir; None -> <sft.cache_dir>/tfds
+    reward: str | None = None  # weighted reward terms, "0.8*exact + 0.2*format" (built-ins or
+    # module:function, calclip_jax/data/rewards/); None -> the task's own verifier's reward
+
+    def __post_init__(self) -> None:
+        if self.reward is not None:
+            parse_reward(self.reward)  # the spelling; functions are imported by the run spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,9 +113,12 @@ class TrainConfig:
     grad_clip_norm: float | None = 1.0  # global-norm clipping; None = off
     logprob_chunk: int | None = None  # positions per lm_head + log-softmax chunk; None = whole
     share_prompt: bool = False  # run each group's prompt once in the trainer's forwards
+    micro_batches: int = 1  # gradient accumulation: each minibatch's forward and backward in
+    # this many parts of whole groups, gradients summed in float32 (not with delayed scaling)
 
     def __post_init__(self) -> None:
         at_least(self, 1, "steps", "ppo_epochs", "num_minibatches", "logprob_chunk")
+        at_least(self, 1, "micro_batches")
         at_least(self, 1, "decay_updates")
         at_least(self, 0, "warmup_updates", "weight_decay")
         one_of(self, "schedule", SCHEDULES)

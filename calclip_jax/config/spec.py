@@ -18,6 +18,7 @@ from ml_collections import ConfigDict
 from calclip_jax.config.config_dict import ConfigError, keyed_error, parse
 from calclip_jax.config.schema import ModelSizes, RLOverrides, RunConfig
 from calclip_jax.data import CharTokenizer, GGUFTokenizer, HFTokenizer, Task, Tokenizer, get_task
+from calclip_jax.data.rewards import RewardMix
 from calclip_jax.fp8 import PRESETS, PrecisionRecipe
 from calclip_jax.fp8.vocabulary import SCALED_FORMATS
 from calclip_jax.model import ModelConfig, load_hf_tokenizer, resolve_checkpoint
@@ -44,12 +45,17 @@ class UpdateConfig:
     temperature: float  # the sampler's: log-probs are of softmax(logits / temperature)
     logprob_chunk: int | None  # positions per log-prob chunk (`batch_logprobs`); None = whole
     shared_prompt: PromptGroups | None  # rows grouped per prompt, run once (`batch_logprobs`)
+    micro_batches: int  # gradient accumulation: micro-batches per update (`train/micro_batches`)
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0 (the sampling temperature), got {self}")
         if self.logprob_chunk is not None and self.logprob_chunk < 1:
             raise ValueError(f"logprob_chunk must be >= 1 or None, got {self.logprob_chunk}")
+        if self.micro_batches < 1:
+            raise ValueError(f"micro_batches must be >= 1, got {self.micro_batches}")
+        if self.micro_batches > 1 and self.recipe.any_delayed:
+            raise ValueError("micro_batches > 1 takes no delayed-scaling recipe")
         if self.calibration.enabled:
             PrecisionRecipe.preset(self.calibration.shadow_precision)  # validates the name
 
@@ -72,6 +78,7 @@ class RunSpec:
     cache_dir: str
     data_dir: str
     checkpoint: str | None  # the resolved checkpoint path (`model.checkpoint`), None: fresh
+    reward: RewardMix | None = None  # `task.reward`'s functions; None: the task's own verifier
 
 
 def _check(key: str, fn, *args, **kwargs) -> Any:
@@ -163,6 +170,29 @@ def shared_prompt(run: RunConfig) -> PromptGroups | None:
     return PromptGroups(r.samples_per_prompt, r.max_new_tokens)
 
 
+def micro_batches(run: RunConfig) -> int:
+    """`train.micro_batches`, checked: each minibatch splits into that many micro-batches (of
+    whole prompt groups with `train.share_prompt`), and no delayed scaling."""
+    t, r = run.train, run.rollout
+    n = t.micro_batches
+    if n == 1:
+        return n
+    rows = r.batch_size // t.num_minibatches
+    group = r.samples_per_prompt if t.share_prompt else 1
+    if rows % (n * group):
+        raise ConfigError(
+            f"train.micro_batches={n} does not split a minibatch of {rows} rows "
+            f"(rollout batch / train.num_minibatches)"
+            + (f" into whole groups of {group} (train.share_prompt)" if group > 1 else "")
+        )
+    if PrecisionRecipe.preset(t.precision).any_delayed:
+        raise ConfigError(
+            f"train.micro_batches={n}: train.precision={t.precision!r} has delayed scaling, whose "
+            "amax histories would observe each micro-batch's forward twice"
+        )
+    return n
+
+
 def check_calibration(run: RunConfig, rl: RLPreset) -> None:
     """The shadow precision is a preset; a set `upper_max` caps the calibrated upper bound, so it
     may not lie below the static one (1 + eps_high), which calibration reproduces when the FP8
@@ -227,6 +257,7 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
         temperature=float(run.rollout.temperature),
         logprob_chunk=run.train.logprob_chunk,
         shared_prompt=shared_prompt(run),
+        micro_batches=micro_batches(run),
     )
     cache_dir = run.sft.cache_dir or default_cache_dir()
     return RunSpec(
@@ -239,6 +270,7 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
         cache_dir=cache_dir,
         data_dir=t.data_dir or os.path.join(cache_dir, "tfds"),
         checkpoint=None if checkpoint is None else str(checkpoint),
+        reward=None if t.reward is None else _check("task.reward", RewardMix.load, t.reward),
     )
 
 

@@ -60,6 +60,7 @@ class TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
                     "answer": tfds.features.Text(),
                     "numbers": tfds.features.Tensor(shape=(None,), dtype=np.int64),
                     "target": tfds.features.Scalar(dtype=np.int64),
+                    **({"system": tfds.features.Text()} if self.task.stores_system else {}),
                 }
             ),
             disable_shuffling=True,
@@ -77,7 +78,7 @@ class TaskBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
     def _generate_examples(self, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
         for index, example in enumerate(self.task.examples(split)):
-            yield index, example.to_record()
+            yield index, example.to_record(with_system=self.task.stores_system)
 
 
 _BUILDER_CLASSES: dict[str, type[TaskBuilder]] = {}

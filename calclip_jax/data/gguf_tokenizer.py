@@ -264,11 +264,13 @@ class GGUFTokenizer(HFTokenizer):
             kept.append(int(token))
         return self.decode(kept), False
 
-    def format_prompt(self, text: str) -> str:
-        """A task prompt as one user turn of the chat template, ready for the answer."""
+    def format_prompt(self, text: str, system: str = "") -> str:
+        """A task prompt as one user turn of the chat template (after a system turn when `system`
+        is given), ready for the answer; without a template, as `Tokenizer.format_prompt`."""
         if self.chat_template is None:
-            return text
-        return self.apply_chat_template([{"role": "user", "content": text}])
+            return super().format_prompt(text, system)
+        turns = [{"role": "system", "content": system}] if system else []
+        return self.apply_chat_template([*turns, {"role": "user", "content": text}])
 
     def apply_chat_template(
         self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True

@@ -36,6 +36,7 @@ class Task(abc.ABC):
     """
 
     name: ClassVar[str] = ""
+    stores_system: ClassVar[bool] = False  # its examples carry a system message (tfds feature)
     prompt_alphabet: ClassVar[str] = ""
     answer_alphabet: ClassVar[str] = ""
 
@@ -107,10 +108,11 @@ class Task(abc.ABC):
         return rewards_to_arrays(results)
 
 
-def is_test_prompt(prompt: str) -> bool:
-    """Whether `prompt` belongs to the test split (hash-based, independent of the seed)."""
+def is_test_prompt(prompt: str, fraction: float = TEST_FRACTION) -> bool:
+    """Whether `prompt` belongs to the test split: its hash falls in the first `fraction` of the
+    hash range (deterministic, independent of the seed and of the other prompts)."""
     digest = hashlib.sha256(prompt.encode()).digest()
-    return int.from_bytes(digest[:8], "big") < TEST_FRACTION * 2**64
+    return int.from_bytes(digest[:8], "big") < fraction * 2**64
 
 
 @functools.lru_cache(maxsize=16)

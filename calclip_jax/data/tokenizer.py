@@ -30,9 +30,10 @@ class Tokenizer(abc.ABC):
     def decode(self, ids: Iterable[int]) -> str:
         """Text of `ids`, dropping special tokens (pad, bos, eos)."""
 
-    def format_prompt(self, text: str) -> str:
-        """The text a task prompt is encoded as: itself (chat tokenizers use their template)."""
-        return text
+    def format_prompt(self, text: str, system: str = "") -> str:
+        """The text a task prompt is encoded as: itself, after the system message and a blank line
+        when there is one (chat tokenizers use their template)."""
+        return f"{system}\n\n{text}" if system else text
 
     def decode_response(self, ids: Iterable[int]) -> tuple[str, bool]:
         """Text up to the first EOS and whether an EOS was found (the response finished)."""

@@ -1,17 +1,20 @@
 """Grouped-query self-attention with RoPE, optional QK-norm and an optional KV cache.
 
-The q/k/v/o projections are `RecipeDense` (precision-recipe controlled). The score and value
-matmuls are not recipe-controlled: they run with bfloat16 operands and float32 accumulation, or
-fully in float32 when the recipe's activations are fp32. K and V always pass through the recipe's
-`kv_cache` precision (stored quantized in the cache, quantize-dequantized without one), so cached
-decoding and full recomputation see the same keys and values.
+The q/k/v/o projections are `RecipeDense` (precision-recipe controlled). Attention itself is not:
+its two matmuls take bfloat16 operands with float32 scores, softmax and accumulation, and the
+output is rounded to bfloat16 (as `jax.nn.dot_product_attention` returns it); for a recipe with
+fp32 activations (the float64-referenced baseline) all of it is float32 (`attention_dtype`). K and
+V always pass through the recipe's `kv_cache` precision (stored quantized in the cache,
+quantize-dequantized without one), so cached decoding and full recomputation see the same keys
+and values.
 
-Without a cache (the trainer: update step, old/reference log-probs) a recipe with bf16 activations
-runs attention through `jax.nn.dot_product_attention` (`fused_attention`: cuDNN flash attention
-on CUDA), whose bf16 output o_proj's bf16 GEMM would round to anyway. With a cache (the sampler's
-prefill and decode) it is `attend_cached` on the cache's layout (a float32 decode step: matmuls
-without transposes, equal to `attend` up to float32 rounding); for FP8 activations and for fp32
-recipes without a cache, `attend` (`fuses_attention`).
+Without a cache (the trainer: update step, old/reference log-probs) every recipe runs
+`full_sequence_attention` (`jax.nn.dot_product_attention`: cuDNN flash attention on CUDA for
+bfloat16, XLA's implementation rematerialized elsewhere), so the backward saves no [B, N, T, S]
+array. With a cache (the sampler's prefill and decode, the shared-prompt forward) it is
+`attend_cached` on the cache's layout: `attend`'s numbers (a float32 decode step: matmuls without
+transposes, equal up to float32 rounding), which equal `full_sequence_attention`'s up to float
+rounding, so the sampler and the trainer compute the same attention for one recipe.
 """
 
 from __future__ import annotations
@@ -32,18 +35,11 @@ from calclip_jax.model.layers import RMSNorm, apply_rope
 _MASKED = -1e30
 
 
-def fuses_attention(recipe: PrecisionRecipe) -> bool:
-    """Whether the full-sequence path uses `full_sequence_attention`: bf16 activations only. Its
-    output is bf16-rounded, which o_proj's bf16 GEMM does anyway (the same logits as `attend`);
-    an FP8 o_proj would quantize the rounded values differently from the sampler's `attend_cached`
-    (measured: 0.27 logit), and cuDNN takes no float32."""
-    return recipe.activations.dtype == "bf16"
-
-
 def attend(
     q_BTNH: jax.Array, k_BSKH: jax.Array, v_BSKH: jax.Array, mask_BTS: jax.Array, dtype: jnp.dtype
 ) -> jax.Array:
-    """Masked softmax attention with GQA; returns float32 [B, T, N, H]."""
+    """Masked softmax attention with GQA, materialized; float32 [B, T, N, H] holding `dtype`
+    values (the output is rounded to `dtype`)."""
     return _attention(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype, "bskh", "bskh")
 
 
@@ -87,6 +83,7 @@ def _attend_one_position(
     return out_BKRH.reshape(b, 1, n, h)
 
 
+@functools.partial(jax.checkpoint, static_argnums=(4, 5, 6))
 def _attention(
     q_BTNH: jax.Array,
     k: jax.Array,
@@ -96,6 +93,8 @@ def _attention(
     k_axes: str,
     v_axes: str,
 ) -> jax.Array:
+    """`attend` on k, v with axes `k_axes`, `v_axes`; rematerialized, so a differentiated call
+    (the shared-prompt forward) saves its operands, not the [B, N, T, S] scores."""
     b, t, n, h = q_BTNH.shape
     k_heads = k.shape[k_axes.index("k")]
     q_BTKRH = q_BTNH.reshape(b, t, k_heads, n // k_heads, h).astype(dtype)
@@ -116,7 +115,7 @@ def _attention(
         preferred_element_type=jnp.float32,
         precision=prec,
     )
-    return out_BTKRH.reshape(b, t, n, h)
+    return out_BTKRH.astype(dtype).astype(jnp.float32).reshape(b, t, n, h)
 
 
 class Attention(nn.Module):
@@ -156,8 +155,7 @@ class Attention(nn.Module):
         if layer_cache is None:
             k_BSKH = kv_cache.roundtrip(k_BTKH, pol.kv_cache)
             v_BSKH = kv_cache.roundtrip(v_BTKH, pol.kv_cache)
-            attention = full_sequence_attention if fuses_attention(pol) else attend
-            out_BTNH = attention(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
+            out_BTNH = full_sequence_attention(q_BTNH, k_BSKH, v_BSKH, mask_BTS, dtype)
         else:
             layer_cache = kv_cache.write(layer_cache, k_BTKH, v_BTKH, cache_index, pol)
             k_cache, v_cache = kv_cache.read(layer_cache)

@@ -1,8 +1,18 @@
-"""Full-sequence (no-cache) attention through `jax.nn.dot_product_attention`: the trainer's path.
+"""Full-sequence (no-cache) attention through `jax.nn.dot_product_attention`: the trainer's path
+for every precision recipe.
 
-On a CUDA backend it runs cuDNN's flash attention; elsewhere, and where cuDNN does not take the
-shapes, XLA's implementation. `implementation=None` would always pick XLA (jax 0.10-0.12), so
-the choice is made here, at trace time, from the default backend.
+Operands are bfloat16 (every bf16 and FP8 recipe) or float32 (the fp32 recipe, the
+float64-referenced baseline: its dots run at HIGHEST precision, so no TF32 on a GPU); scores,
+softmax and accumulation are float32. On a CUDA backend bfloat16 runs cuDNN's flash attention;
+float32, other backends, and shapes cuDNN does not take run XLA's implementation.
+`implementation=None` would always pick XLA (jax 0.10-0.12), so the choice is made here, at
+trace time, from the default backend.
+
+XLA's implementation materializes the [B, N, T, S] float32 scores; differentiated as is, it
+would save two such float32 arrays and the bfloat16 probabilities per layer for the backward
+(batch 4 x 2048, 32 heads: 5 GiB a layer). `masked_attention` is rematerialized instead: the
+forward saves only its operands and the backward recomputes the scores (cuDNN's kernel saves its
+own softmax statistics).
 
 cuDNN's flash kernel takes masks as causal + per-row prefix lengths (right padding) cheaply; an
 arbitrary boolean mask becomes a [B, 1, T, S] bias (and a bias gradient). Left-padded rows have
@@ -16,6 +26,7 @@ read.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Literal
 
 import jax
@@ -25,14 +36,16 @@ from jax.extend.backend import get_backend
 Implementation = Literal["cudnn", "xla"]
 
 CUDNN_MAX_HEAD_DIM = 128  # 256 on Hopper and later; cuDNN's own check decides there
+CUDNN_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))  # cuDNN takes no float32
 
 
-def default_implementation(head_dim: int) -> Implementation:
-    """'cudnn' when the default backend is CUDA and head_dim suits its flash kernel, else 'xla'."""
+def default_implementation(head_dim: int, dtype: jnp.dtype = jnp.bfloat16) -> Implementation:
+    """'cudnn' when the default backend is CUDA and head_dim and dtype suit its flash kernel,
+    else 'xla'."""
     backend = get_backend()
     on_cuda = backend.platform == "gpu" and "cuda" in backend.platform_version.lower()
     fits = head_dim % 8 == 0 and head_dim <= CUDNN_MAX_HEAD_DIM
-    return "cudnn" if on_cuda and fits else "xla"
+    return "cudnn" if on_cuda and fits and jnp.dtype(dtype) in CUDNN_DTYPES else "xla"
 
 
 def full_sequence_attention(
@@ -43,14 +56,14 @@ def full_sequence_attention(
     dtype: jnp.dtype,
     implementation: Implementation | None = None,
 ) -> jax.Array:
-    """GQA attention on `dtype` (bfloat16) operands, float32 accumulation; float32 out.
+    """GQA attention on `dtype` (bfloat16 or float32) operands, float32 accumulation; float32 out.
 
     `mask_BTS` is `transformer.attention_mask` without a cache: causal by slot and restricted
     to valid keys, so its last query row is the key mask. The output is rounded to `dtype`
     (the API returns the operand dtype) and then widened to float32.
     """
     q, k, v = (x.astype(dtype) for x in (q_BTNH, k_BTKH, v_BTKH))
-    if (implementation or default_implementation(q.shape[-1])) == "cudnn":
+    if (implementation or default_implementation(q.shape[-1], dtype)) == "cudnn":
         key_mask_BS = mask_BTS[:, -1, :]
         out = jax.lax.cond(
             is_one_run_per_row(key_mask_BS),
@@ -62,9 +75,13 @@ def full_sequence_attention(
     return out.astype(jnp.float32)
 
 
+@jax.checkpoint
 def masked_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask_BTS: jax.Array) -> jax.Array:
-    """XLA implementation with the boolean mask as given."""
-    return jax.nn.dot_product_attention(q, k, v, mask=mask_BTS[:, None], implementation="xla")
+    """XLA implementation with the boolean mask as given, rematerialized (saves q, k, v only);
+    float32 operands at HIGHEST precision."""
+    exact = jnp.dtype(q.dtype) == jnp.float32
+    with jax.default_matmul_precision("highest") if exact else contextlib.nullcontext():
+        return jax.nn.dot_product_attention(q, k, v, mask=mask_BTS[:, None], implementation="xla")
 
 
 def run_attention(

@@ -112,6 +112,19 @@ def config_from_gguf(reader: Any) -> ModelConfig:
     )
 
 
+def gguf_hf_extras(path: str | Path) -> dict[str, Any]:
+    """What an HF config.json of a GGUF's model holds beyond its ModelConfig: the context length
+    (max_position_embeddings) and the tokenizer's bos / eos / pad ids, where the file gives them."""
+    reader = open_gguf(path)
+    keys = {
+        "max_position_embeddings": "llama.context_length",
+        "bos_token_id": "tokenizer.ggml.bos_token_id",
+        "eos_token_id": "tokenizer.ggml.eos_token_id",
+        "pad_token_id": "tokenizer.ggml.padding_token_id",
+    }
+    return {name: int(_value(reader, key)) for name, key in keys.items() if key in reader.fields}
+
+
 def read_gguf_tensor(tensor: Any) -> np.ndarray:
     """A reader tensor dequantized to float32 in numpy order (GGUF `ne` reversed)."""
     gguf = import_gguf()

@@ -24,7 +24,7 @@ def encode_prompts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Left-padded [B, prompt_len] prompt tokens (BOS first) and their mask."""
     return tokenizer.batch_encode(
-        [tokenizer.format_prompt(ex.prompt) for ex in examples],
+        [tokenizer.format_prompt(ex.prompt, ex.system) for ex in examples],
         max_len=prompt_len,
         add_bos=True,
         left_pad=True,
@@ -34,7 +34,7 @@ def encode_prompts(
 def max_prompt_len(tokenizer: Tokenizer, task: Task) -> int:
     """Longest encoded prompt (with BOS) over both splits: one static shape for the sampler."""
     return max(
-        len(tokenizer.encode(tokenizer.format_prompt(ex.prompt))) + 1
+        len(tokenizer.encode(tokenizer.format_prompt(ex.prompt, ex.system))) + 1
         for split in ("train", "test")
         for ex in task.examples(split)
     )

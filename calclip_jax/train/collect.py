@@ -16,6 +16,7 @@ import numpy as np
 from calclip_jax.config import RunSpec
 from calclip_jax.config.schema import RolloutConfig
 from calclip_jax.data import Example, Task, Tokenizer
+from calclip_jax.data.rewards import RewardMix, reward_metrics, score_batch
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.advantages import dynamic_sampling_keep, grpo_advantages, overlong_penalty
@@ -45,6 +46,7 @@ class Collector:
     cfg: RolloutConfig
     rl: RLPreset
     seed: int
+    reward: RewardMix | None = None  # `task.reward`; None: the task verifier's reward
 
     def collect(self, params: Any, fp8_meta: Any, step: int) -> Collected:
         """See the module-level `collect`."""
@@ -67,6 +69,7 @@ def run_collector(
         run.rollout,
         spec.update.rl,
         run.seed,
+        spec.reward,
     )
 
 
@@ -93,7 +96,7 @@ def _round(c: Collector, params: Any, fp8_meta: Any, step: int, round_: int) -> 
     )
     texts, finished = decode_responses(c.tokenizer, out, c.prompt_len)
     rows = [ex for ex in examples for _ in range(cfg.samples_per_prompt)]
-    scores = c.task.verify_batch(rows, texts, finished)
+    scores = score_batch(c.task, c.reward, rows, texts, finished)
     lengths = np.asarray(out.response_len)
     shaped = scores["reward"].astype(np.float32)
     if c.rl.overlong_shaping:
@@ -171,6 +174,7 @@ def collect(c: Collector, params: Any, fp8_meta: Any, step: int) -> Collected:
         "rollout_rounds": float(len(rounds)),
         "dyn_fill_frac": float(sum(not x[2] for x in groups) / b) if rl.dynamic_sampling else 0.0,
         "all_rounds_reward_mean": float(np.mean(all_scores["reward"])),
+        **reward_metrics(first["scores"], [rd["scores"] for rd in rounds]),
     }
     samples = [
         (first["rows"][i].prompt, first["texts"][i], float(first["scores"]["reward"][i]))

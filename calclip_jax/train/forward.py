@@ -21,6 +21,7 @@ from calclip_jax.model import (
 from calclip_jax.model.shared_prompt import PromptGroups, shared_prompt_outputs
 
 Batch = Mapping[str, jax.Array]
+FORWARD_KEYS = ("tokens", "positions", "attn_mask", "response_mask")  # what a forward reads
 
 
 def variables_of(params: Any, fp8_meta: Any) -> dict[str, Any]:

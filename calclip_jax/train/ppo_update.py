@@ -32,7 +32,8 @@ from calclip_jax.model import ModelConfig
 from calclip_jax.model.shared_prompt import PromptGroups, check_prompt_groups
 from calclip_jax.parallel.multihost import to_host, tree_to_host
 from calclip_jax.rl.calibration import calibrating_rl_step
-from calclip_jax.train.forward import batch_logprobs
+from calclip_jax.train.forward import FORWARD_KEYS, batch_logprobs
+from calclip_jax.train.micro_batches import map_micro
 from calclip_jax.train.state import TrainState
 from calclip_jax.train.update_step import update_flags
 
@@ -86,14 +87,16 @@ def make_minibatch_forwards(model_config: ModelConfig, cfg: UpdateConfig) -> Cal
     in the static `wants`: "old_logp" (trainer recipe at theta_old), "old_logp_ref" (shadow
     recipe at theta_old), "ref_logp" (trainer recipe at the KL reference `ref_params`). The
     forwards a minibatch needs before its update in one program, each the same computation as
-    `make_logprob_fn`'s (a test checks them bitwise)."""
+    `make_logprob_fn`'s (a test checks them bitwise), run over the update's micro-batches
+    (`train.micro_batches`), so old log-probs share the update's batch composition."""
     temp, chunk, shared = cfg.temperature, cfg.logprob_chunk, cfg.shared_prompt
+    group = 1 if shared is None else shared.group_size
 
     @functools.partial(jax.jit, static_argnames="wants")
     def forwards(
         params: Any, fp8_meta: Any, ref_params: Any, mb: dict[str, Any], wants: tuple[str, ...]
     ) -> dict[str, jax.Array]:
-        inputs = {k: mb[k] for k in ("tokens", "positions", "attn_mask", "response_mask")}
+        inputs = {k: mb[k] for k in FORWARD_KEYS}
         runs = {
             "old_logp": (cfg.recipe, params, fp8_meta),
             "old_logp_ref": (cfg.shadow_recipe, params, {}),
@@ -102,16 +105,17 @@ def make_minibatch_forwards(model_config: ModelConfig, cfg: UpdateConfig) -> Cal
         out = {}
         for name in wants:
             recipe, p, meta = runs[name]
-            out[name] = batch_logprobs(
+            forward = lambda rows, recipe=recipe, p=p, meta=meta: batch_logprobs(
                 model_config,
                 recipe,
                 p,
                 meta,
-                inputs,
+                rows,
                 temperature=temp,
                 chunk=chunk,
                 shared_prompt=shared,
             )[0]
+            out[name] = map_micro(forward, inputs, cfg.micro_batches, group)
         return out
 
     return lambda params, fp8_meta, ref_params, mb, wants: (

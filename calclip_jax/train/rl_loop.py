@@ -288,7 +288,8 @@ def _run_locked(
 
 
 def format_summary(s: dict, workdir: str | None = None) -> str:
-    """A few lines for the terminal; with `workdir`, where its outputs are."""
+    """A few lines for the terminal; with `workdir`, where its outputs are (and, for a run from
+    a real checkpoint, the command exporting it)."""
     fmt = lambda v: "n/a" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
     secs = lambda k: "n/a" if s.get(k) is None else f"{s[k]:.3g}s"
     where = R.output_paths(workdir) if workdir is not None else {}
@@ -309,5 +310,12 @@ def format_summary(s: dict, workdir: str | None = None) -> str:
             f"step {secs('rl_first_step_time_s')}, rl compiling {secs('rl_compile_time_s')}, "
             f"rl step median {secs('rl_step_time_s_median')} (without compiling)",
             *(f"{kind + ':':13} {path}" for kind, path in where.items()),
+            *([export_hint(workdir)] if workdir and R.start_checkpoint(workdir) else []),
         ]
     )
+
+
+def export_hint(workdir: str) -> str:
+    """The command exporting a run from a real checkpoint to a Hugging Face directory."""
+    out = f"{os.path.normpath(workdir)}_hf"
+    return f"{'export:':13} python -m experiments.export --workdir={workdir} --out={out}"

@@ -111,7 +111,7 @@ def run_sft(
         idx = rng.integers(0, len(train), size=cfg.batch_size)
         batch = encode_sft_batch(
             tokenizer,
-            [tokenizer.format_prompt(train[j].prompt) for j in idx],
+            [tokenizer.format_prompt(train[j].prompt, train[j].system) for j in idx],
             [train[j].answer for j in idx],
             max_len=seq_len,
         )
@@ -203,7 +203,7 @@ def _load_cache(
 
 def _demonstration(tokenizer: Tokenizer, example: Example) -> str:
     """SFT text: the prompt as the tokenizer formats it, then the reference answer."""
-    return tokenizer.format_prompt(example.prompt) + example.answer
+    return tokenizer.format_prompt(example.prompt, example.system) + example.answer
 
 
 def starting_params(spec: RunSpec) -> Any:

@@ -42,7 +42,8 @@ from calclip_jax.rl.calibration import (
 from calclip_jax.rl.corrections import mismatch_weights
 from calclip_jax.rl.diagnostics import SHADOW_METRICS, rl_diagnostics
 from calclip_jax.rl.losses import clamped_ratio, ppo_policy_loss
-from calclip_jax.train.forward import Batch, batch_logprobs
+from calclip_jax.train.forward import FORWARD_KEYS, Batch, batch_logprobs
+from calclip_jax.train.micro_batches import accumulate_vjp, map_micro
 from calclip_jax.train.state import TrainState
 
 Metrics = dict[str, jax.Array]
@@ -67,20 +68,36 @@ def make_update_step(
     temperature, chunk, shared = cfg.temperature, cfg.logprob_chunk, cfg.shared_prompt
     static_bounds = tuple(jnp.float32(b) for b in rl.clip_bounds)
     use_kl = rl.kl_beta > 0
+    micro, group = cfg.micro_batches, 1 if shared is None else shared.group_size
+    if micro > 1 and cfg.recipe.any_delayed:
+        raise ValueError("micro_batches > 1 takes no delayed-scaling trainer recipe")
+
+    def trainer_forward(params: Any, fp8_meta: Any, rows: Batch) -> tuple:
+        return batch_logprobs(
+            model_config,
+            cfg.recipe,
+            params,
+            fp8_meta,
+            rows,
+            update_fp8_meta=True,
+            temperature=temperature,
+            chunk=chunk,
+            shared_prompt=shared,
+        )
 
     def shadow_ratio(params: Any, batch: Batch, do_calib: jax.Array) -> jax.Array:
         def compute(p: Any) -> jax.Array:
-            logp_BT, _, _ = batch_logprobs(
+            forward = lambda rows: batch_logprobs(
                 model_config,
                 cfg.shadow_recipe,
                 p,
                 {},
-                batch,
+                rows,
                 temperature=temperature,
                 chunk=chunk,
                 shared_prompt=shared,
-            )
-            return logp_BT
+            )[0]
+            return map_micro(forward, {k: batch[k] for k in FORWARD_KEYS}, micro, group)
 
         logp_ref_BT = lax.cond(
             do_calib,
@@ -101,18 +118,7 @@ def make_update_step(
         )
         ratio_ref_BT = shadow_ratio(state.params, batch, do_calib) if calib.enabled else None
 
-        def loss_fn(params: Any, fp8_meta: Any):
-            logp_BT, entropy_BT, new_meta = batch_logprobs(
-                model_config,
-                cfg.recipe,
-                params,
-                fp8_meta,
-                batch,
-                update_fp8_meta=True,
-                temperature=temperature,
-                chunk=chunk,
-                shared_prompt=shared,
-            )
+        def policy_loss(logp_BT: jax.Array) -> tuple[jax.Array, tuple]:
             own_BT = lax.stop_gradient(logp_BT)
             old_logp_BT = jnp.where(at_old, own_BT, batch["old_logp"])
             weights_BT, keep_BT, corr_aux = mismatch_weights(
@@ -152,23 +158,30 @@ def make_update_step(
                 kl_beta=rl.kl_beta,
                 kl_estimator=rl.kl_estimator,
             )
-            aux = (
-                loss_aux,
-                logp_BT,
-                old_logp_BT,
-                entropy_BT,
-                bounds,
-                smoothed_in,
-                weights_BT,
-                new_meta,
-                {**corr_aux, **calib_aux},
-            )
-            return loss, aux
+            extra = {**corr_aux, **calib_aux}
+            return loss, (loss_aux, old_logp_BT, bounds, smoothed_in, weights_BT, extra)
 
-        grad_fn = jax.grad(loss_fn, argnums=(0, 1), has_aux=True)
-        (grads, meta_grads), aux = grad_fn(state.params, state.fp8_meta)
-        loss_aux, logp_BT, old_logp_BT, entropy_BT, bounds, smoothed_in, weights_BT, *rest = aux
-        new_meta, extra = rest
+        if micro == 1:
+
+            def loss_fn(params: Any, fp8_meta: Any):
+                logp_BT, entropy_BT, new_meta = trainer_forward(params, fp8_meta, batch)
+                loss, aux = policy_loss(logp_BT)
+                return loss, (logp_BT, entropy_BT, new_meta, aux)
+
+            grad_fn = jax.grad(loss_fn, argnums=(0, 1), has_aux=True)
+            (grads, meta_grads), (logp_BT, entropy_BT, new_meta, aux) = grad_fn(
+                state.params, state.fp8_meta
+            )
+        else:  # gradient accumulation (`train/micro_batches.py`); no delayed-scaling state
+            rows = {k: batch[k] for k in FORWARD_KEYS}
+            logp_of = lambda p, r: trainer_forward(p, {}, r)[0]
+            logp_BT, entropy_BT = map_micro(
+                lambda r: trainer_forward(state.params, {}, r)[:2], rows, micro, group
+            )
+            cotangent_BT, aux = jax.grad(policy_loss, has_aux=True)(logp_BT)
+            grads = accumulate_vjp(logp_of, state.params, rows, cotangent_BT, micro, group)
+            meta_grads, new_meta = state.fp8_meta, state.fp8_meta
+        loss_aux, old_logp_BT, bounds, smoothed_in, weights_BT, extra = aux
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(grad_norm)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)

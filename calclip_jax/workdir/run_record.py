@@ -214,6 +214,13 @@ def resolved_value(workdir: str | Path, key: str) -> Any:
     return section[key]
 
 
+def start_checkpoint(workdir: str | Path) -> str | None:
+    """config.json's model.checkpoint: the checkpoint the run started from (None: a fresh model,
+    or no config.json)."""
+    model = (load_config(workdir) or {}).get("model")
+    return model.get("checkpoint") if isinstance(model, dict) else None
+
+
 def clip_bounds(workdir: str | Path) -> tuple[float, float]:
     """The run's static PPO clip bounds (1 - eps_low, 1 + eps_high) after preset resolution."""
     value = resolved_value(workdir, "clip_bounds")

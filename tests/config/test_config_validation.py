@@ -72,6 +72,8 @@ SWEEP_VALUES = [
     ("train.grad_clip_norm", 0.0),
     ("train.grad_clip_norm", NAN),
     ("train.logprob_chunk", 0),
+    ("train.micro_batches", 0),
+    ("train.micro_batches", 3),  # does not divide a minibatch of 64 rows
     ("train.schedule", "warmup"),
     ("rl.eps_low", 0.0),
     ("rl.eps_low", 1.0),
@@ -104,6 +106,14 @@ SWEEP_VALUES = [
     ("model.n_heads", 3),  # not a multiple of n_kv_heads 2
     ("mesh.data", 0),
     ("mesh.fsdp", 0),
+    ("task.reward", ""),
+    ("task.reward", "exactly"),  # not a built-in, and not module:function
+    ("task.reward", "nan*exact"),
+    ("task.reward", "0.5*"),
+    ("task.reward", "last_number(tol=inf)"),
+    ("task.reward", "format(tol=0.1)"),  # takes no parameters
+    ("task.reward", "exact + exact"),  # one label twice
+    ("task.reward", "no_such_module_xyz:score"),  # parses; fails to import
 ]
 
 
@@ -142,6 +152,7 @@ def test_bad_value_is_rejected_naming_its_key(key, value):
         ("log.num_samples", 0),
         ("seed", 2**32 - 1),
         ("mesh.data", None),
+        ("task.reward", "0.9*last_integer + 0*format + -0.1*exact"),  # 0 and negative weights
     ],
 )
 def test_edge_values_are_accepted(key, value):
@@ -181,6 +192,14 @@ def test_device_misfit_is_named(mesh, devices, named):
     run = parse(_config("mesh.fsdp", 1, **{f"mesh.{k}": v for k, v in mesh.items()}))
     with pytest.raises(ConfigError, match=named):
         check_devices(run, devices)
+
+
+def test_micro_batches_that_do_not_split_over_the_data_devices_are_named():
+    # 64 sequences per minibatch / 16 micro-batches = 4 per micro-batch over 8 data devices
+    run = parse(_config("train.micro_batches", 16, **{"mesh.data": 8}))
+    with pytest.raises(ConfigError, match=r"train\.micro_batches=16"):
+        check_devices(run, 8)
+    check_devices(parse(_config("train.micro_batches", 8, **{"mesh.data": 8})), 8)
 
 
 def test_device_fit_resolves_the_mesh():

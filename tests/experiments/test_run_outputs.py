@@ -86,6 +86,7 @@ def test_final_summary_says_where_outputs_are(finished_run):
         line = next(ln for ln in text.splitlines() if ln.startswith(kind))
         assert line.split()[-1] == str(workdir / name).rstrip("/")
     assert "figures:" not in text  # a run makes none
+    assert "experiments.export" not in text  # a fresh model has no HF architecture to export to
 
 
 def test_restores_exactly_the_checkpoints_params(finished_run):

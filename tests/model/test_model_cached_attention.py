@@ -146,3 +146,12 @@ def test_float32_decode_step_takes_the_transpose_free_path():
     dots = [line for line in fp32.splitlines() if "dot_general" in line]
     assert len(dots) == 2 and all("contracting_dims = [3] x [2]" in d for d in dots), dots
     assert "transpose" in hlo(jnp.bfloat16)
+
+
+def test_differentiated_cached_attention_saves_no_scores():
+    """The shared-prompt forward differentiates `attend_cached`: it keeps q and the cache for
+    the backward, no [B, heads, T, S] scores or probabilities."""
+    q, _, _, mask, k_cache, v_cache = _inputs(2, 3, 8, 2, 2, 0, jnp.bfloat16)
+    fn = lambda q, k, v: attention.attend_cached(q, k, v, mask, jnp.bfloat16)
+    saved = jax.eval_shape(lambda *a: jax.tree.leaves(jax.vjp(fn, *a)[1]), q, k_cache, v_cache)
+    assert saved and all(x.shape[-2:] != mask.shape[-2:] for x in saved if x.dtype != bool)

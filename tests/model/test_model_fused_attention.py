@@ -1,4 +1,5 @@
-"""`fused_attention`: dot_product_attention vs `attend`, the rolled form cuDNN gets, dispatch."""
+"""`fused_attention`: dot_product_attention vs `attend` and (float32) vs float64, its gradient,
+the residuals it saves, the rolled form cuDNN gets, dispatch by backend and dtype."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_model_cached_attention import _exact, _float32_bound
 
+from calclip_jax.model import fused_attention
 from calclip_jax.model.attention import attend
 from calclip_jax.model.fused_attention import (
     default_implementation,
@@ -79,3 +82,65 @@ def test_one_run_per_row_and_roll():
 
 def test_cpu_picks_xla():
     assert default_implementation(128) == "xla"
+
+
+def _real_rows(key_mask: jax.Array) -> np.ndarray:
+    """[B, T] query rows with a valid key (the others attend to nothing)."""
+    return np.asarray(_causal(key_mask).any(-1))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_float32_operands_within_float32_rounding_of_float64(jit):
+    """The fp32 recipe's path: float32 operands at HIGHEST precision, within float32's rounding
+    bound of the float64 attention (the bound of `test_model_cached_attention`)."""
+    q, k, v = (x * 3 for x in _qkv(2))
+    mask = _causal(_key_mask())
+    fn = jax.jit(full_sequence_attention, static_argnums=4) if jit else full_sequence_attention
+    got = np.asarray(fn(q, k, v, mask, jnp.float32))
+    real = _real_rows(_key_mask())
+    with np.errstate(invalid="ignore"):  # rows without a valid key: NaN, not compared
+        exact, bound = _exact(q, k, v, mask), _float32_bound(q, k, v, mask)
+    assert np.all(np.abs(got - exact)[real] <= bound[real])
+
+
+def _grads(fn, dtype, q, k, v, mask, w):
+    loss = lambda q, k, v: jnp.sum(fn(q, k, v, mask, dtype) * w)
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_gradients_match_materialized_attention(dtype):
+    """The rematerialized backward against `attend`'s float32 one: float32 to float32 rounding;
+    bfloat16 operands (and cotangents) within a few bfloat16 roundings of the largest entry."""
+    q, k, v = _qkv(3)
+    mask = _causal(_key_mask())
+    w = jax.random.normal(jax.random.key(4), q.shape) * _real_rows(_key_mask())[..., None, None]
+    got = _grads(full_sequence_attention, dtype, q, k, v, mask, w)
+    want = _grads(attend, jnp.float32, q, k, v, mask, w)
+    tol = 1e-5 if dtype == jnp.float32 else 8 * BF16_EPS
+    for g, r in zip(got, want, strict=True):
+        assert np.abs(np.asarray(g - r)).max() <= tol * np.abs(np.asarray(r)).max()
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_backward_saves_operands_only(dtype):
+    """What the forward keeps for the backward: q, k, v in `dtype` and the mask, no [B, N, T, S]
+    scores or probabilities."""
+    q, k, v = _qkv()
+    mask = _causal(_key_mask())
+    fn = lambda q, k, v: full_sequence_attention(q, k, v, mask, dtype)
+    saved = jax.eval_shape(lambda *a: jax.tree.leaves(jax.vjp(fn, *a)[1]), q, k, v)
+    shapes = sorted((x.shape, jnp.dtype(x.dtype)) for x in saved)
+    want = [(x.shape, jnp.dtype(dtype)) for x in (q, k, v)] + [(mask.shape, jnp.dtype(bool))]
+    assert shapes == sorted(want)
+
+
+class _Backend:
+    platform, platform_version = "gpu", "cuda 12080"
+
+
+def test_cuda_picks_cudnn_for_bfloat16_only(monkeypatch):
+    monkeypatch.setattr(fused_attention, "get_backend", _Backend)
+    assert default_implementation(64) == "cudnn"
+    assert default_implementation(64, jnp.float32) == "xla"  # cuDNN takes no float32
+    assert default_implementation(160) == "xla"

@@ -42,7 +42,9 @@ def setup():
         ("fp32", None, 1e-5),
         ("bf16", None, 2e-3),
         ("fp8_block", "e4m3", 2e-3),  # per-token activation groups (batch-invariant), FP8 KV
-        ("fp8_tensor", "e4m3", 0.15),  # per-tensor activation scale depends on the chunk
+        # per-tensor activation scale depends on the chunk (measured 0.13; 0.18 since attention's
+        # output is rounded to bfloat16 before o_proj on both paths)
+        ("fp8_tensor", "e4m3", 0.25),
     ],
 )
 def test_cached_matches_recompute(setup, preset, kv, rel_tol):

@@ -1,6 +1,7 @@
 """What a GPU / TPU would compile: the train step and the sampler exported for "cuda" and "tpu"
 on this CPU-only machine, every dense GEMM checked for float8 (FP8 presets) or bfloat16 (bf16)
-operands, per layer, through the op names of the StableHLO."""
+operands, per layer, through the op names of the StableHLO; attention's dots for bfloat16
+operands (float32 at HIGHEST for fp32), and the train forward's residuals for no saved scores."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from calclip_jax.fp8.vocabulary import FP8_PRESETS
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rollout.sampler import _sample_jit
 from calclip_jax.train import make_update_step
+from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.update_step import update_flags
 
 MODEL = dataclasses.replace(TINY, n_layers=2, d_ff=160)  # d_ff > 128: several K chunks in down
@@ -45,12 +47,12 @@ def _chunks(granularity: str, k: int) -> int:
     return math.ceil(k / {"block": 128, "mx": 32}.get(granularity, k))
 
 
-def _train_step_text(preset: str) -> str:
-    calibration = CalibrationConfig(enabled=True)
+def _train_step_text(preset: str, calibrate: bool = True) -> str:
+    calibration = CalibrationConfig(enabled=calibrate)
     cfg, tx, state = make_setup(preset, model=MODEL, calibration=calibration)
-    batch = prepared(cfg, state, model=MODEL)
+    batch = prepared(cfg, state, model=MODEL, calibrate=calibrate)
     step = make_update_step(MODEL, cfg, tx)
-    return exported_text(step, state, batch, update_flags(False, True))
+    return exported_text(step, state, batch, update_flags(False, calibrate))
 
 
 @pytest.fixture(scope="module", params=["bf16", *FP8_PRESETS])
@@ -84,6 +86,66 @@ def test_lm_head_and_attention_take_no_float32_operand(train_step):
     assert other, "the lm_head and attention dots are in the module"
     head = [d for d in other if "/attn/" not in d[2]]
     assert head and all(d[:2] == (BF16, BF16) for d in head), head
+
+
+_DOT_LINE = re.compile(r"stablehlo\.dot_general\b[^\n]*")
+_BF16_ALGORITHM = "lhs_precision_type = bf16, rhs_precision_type = bf16, accumulation_type = f32"
+
+
+def _attention_dots(text: str) -> list[tuple[str, str, bool]]:
+    """(lhs, rhs, declares the bf16 x bf16 -> f32 algorithm) of every attention dot_general."""
+    lines = _DOT_LINE.findall(text)
+    named = named_dots(text)
+    assert len(lines) == len(named)  # one named dot per dot_general line, in program order
+    return [
+        (lhs, rhs, _BF16_ALGORITHM in line)
+        for (lhs, rhs, name), line in zip(named, lines, strict=True)
+        if "/attn/" in name and not _DENSE.search(name)
+    ]
+
+
+def test_attention_dots_take_bfloat16_operands(train_step):
+    """Forward and backward: bf16 x bf16, or an f32 cotangent under the bf16 x bf16 -> f32
+    algorithm (the accelerator rounds it to bf16); never f32 x f32."""
+    preset, text = train_step
+    dots = _attention_dots(text)
+    # per layer: forward scores and values, the scores recomputed, 4 backward dots (each of
+    # the 7 once per exported platform or once; at least 7 per layer)
+    assert len(dots) >= 7 * MODEL.n_layers, (preset, len(dots))
+    for lhs, rhs, bf16_algorithm in dots:
+        assert (lhs, rhs) != (F32, F32), preset
+        assert (lhs, rhs) == (BF16, BF16) or bf16_algorithm, (preset, lhs, rhs)
+
+
+def test_fp32_attention_is_float32_at_highest_precision():
+    """The fp32 recipe (the float64-referenced baseline) keeps float32 operands, no TF32 (no
+    calibration: its BF16 shadow forward would add bfloat16 attention)."""
+    text = _train_step_text("fp32", calibrate=False)
+    dots = _attention_dots(text)
+    assert len(dots) >= 7 * MODEL.n_layers
+    assert all(d[:2] == (F32, F32) for d in dots), dots
+    lines = [line for line in _DOT_LINE.findall(text) if "HIGHEST" in line]
+    assert len(lines) >= len(dots)
+
+
+@pytest.mark.parametrize("preset", ["fp32", "bf16", *FP8_PRESETS])
+def test_train_forward_saves_no_attention_scores(preset):
+    """The residuals the train step's forward (`batch_logprobs`) keeps for its backward hold no
+    [..., T, S] array of scores or probabilities: attention saves q, k, v only."""
+    cfg, _, state = make_setup(preset, model=MODEL)
+    batch = prepared(cfg, state, model=MODEL, calibrate=False)
+    t = batch["tokens"].shape[1]
+
+    def logp(params):
+        return batch_logprobs(MODEL, cfg.recipe, params, state.fp8_meta, batch)[0]
+
+    leaves = jax.eval_shape(lambda p: jax.tree.leaves(jax.vjp(logp, p)[1]), state.params)
+    scores = [
+        x
+        for x in leaves
+        if x.ndim >= 4 and x.shape[-1] == t and jnp.issubdtype(x.dtype, jnp.floating)
+    ]
+    assert leaves and not scores, (preset, [(x.shape, x.dtype) for x in scores])
 
 
 def test_sampler_decode_gemms_are_fp8():

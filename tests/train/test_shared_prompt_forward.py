@@ -47,10 +47,10 @@ def logprobs(
 
 
 # Rounding only: other GEMM shapes, another summation order. Row- and block-wise FP8 scales see
-# the same rows either way, and FP8 activations take `attend` in both programs. bf16 takes
-# `jax.nn.dot_product_attention` over the whole sequence, `attend` with the shared prompt: a
-# bf16 ulp (2^-8 relative) of an attention output rounded differently moves a log-prob by
-# up to about 1e-2 (measured: 7e-3).
+# the same rows either way. Over the whole sequence attention is `jax.nn.dot_product_attention`,
+# with the shared prompt `attend`; both round its output to bfloat16 for bf16 and FP8: a bf16 ulp
+# (2^-8 relative) of an attention output rounded differently moves a bf16 log-prob by up to
+# about 1e-2 (measured: 7e-3).
 @pytest.mark.parametrize(("preset", "atol"), [("fp32", 2e-5), ("bf16", 2e-2), ("fp8_block", 2e-5)])
 def test_shared_prompt_logprobs_match_the_whole_sequence(preset, atol):
     full_lp, full_ent = logprobs(preset, shared=False)

@@ -34,9 +34,8 @@ def setup(shared: bool):
 
 def planner(epochs: int = 1) -> PPOUpdater:
     """An updater with nothing compiled: its plan and its input checks."""
-    cfg = UpdateConfig(
-        PrecisionRecipe.preset("fp32"), get_preset("grpo"), CalibrationConfig(), 1.0, None, GROUPS
-    )
+    recipe, rl = PrecisionRecipe.preset("fp32"), get_preset("grpo")
+    cfg = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, None, GROUPS, 1)
     return PPOUpdater(TINY, cfg, None, epochs=epochs, num_minibatches=2)
 
 

@@ -78,6 +78,7 @@ def make_setup(
         "temperature": 1.0,
         "logprob_chunk": None,
         "shared_prompt": None,
+        "micro_batches": 1,
     }
     update_cfg = UpdateConfig(recipe=PrecisionRecipe.preset(recipe), **{**fields, **step_kwargs})
     import jax
