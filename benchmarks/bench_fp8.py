@@ -2,7 +2,8 @@
 
 1. quantize-dequantize and quantize (float8 values + scales) time per granularity / time of a
    plain copy (``x * 2.0``) of the same float32 array, interleaved, median over rounds;
-2. FP8 dot step time (forward + both gradients, per granularity) / the same step as a bf16 dot.
+2. FP8 dot step time (forward + both gradients, per granularity) / the same step as a bf16 dot,
+   and each compiled step's scratch memory (XLA temp buffers) in [n, n] float32 arrays.
 
 On CPU the FP8 paths are emulated (XLA upcasts), so ratios show emulation overhead, not FP8
 speed-ups; see gpu_fp8_gemm.py for Hopper. Usage: python -m benchmarks.bench_fp8 [--sizes=512,1024]
@@ -73,14 +74,22 @@ def bench_dot(n: int, reps: int) -> None:
         a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
         return lax.dot_general(a, b, DN, preferred_element_type=jnp.float32)
 
-    bf16_t = time_calls(_step(bf16_dot), x, w, c, reps=reps)
-    row = [f"dot step {n}^3", f"bf16 {bf16_t * 1e3:8.3f} ms"]
+    steps = {"bf16": _step(bf16_dot).lower(x, w, c).compile()}
     for gran in GRANULARITIES:
         p, gp = TensorPrecision("e4m3", gran), TensorPrecision("e5m2", gran)
         fp8 = lambda a, b, p=p, gp=gp: fp8_dot_general(
             a, b, DN, lhs_prec=p, rhs_prec=p, grad_prec=gp
         )
-        row.append(f"fp8-{gran} x{time_calls(_step(fp8), x, w, c, reps=reps) / bf16_t:6.2f}")
+        steps[f"fp8-{gran}"] = _step(fp8).lower(x, w, c).compile()
+    bf16_t = time_calls(steps["bf16"], x, w, c, reps=reps)
+    row = [f"dot step {n}^3", f"bf16 {bf16_t * 1e3:8.3f} ms"]
+    for name, step in list(steps.items())[1:]:
+        row.append(f"{name} x{time_calls(step, x, w, c, reps=reps) / bf16_t:6.2f}")
+    print(" | ".join(row))
+    # XLA's scratch (temp buffers) of each compiled step, in [n, n] float32 arrays.
+    row = [f"dot step {n}^3 scratch / [n, n] f32"]
+    for name, step in steps.items():
+        row.append(f"{name} {step.memory_analysis().temp_size_in_bytes / (4 * n * n):.2f}")
     print(" | ".join(row))
 
 

@@ -8,7 +8,8 @@ measured. Sections:
    median step time, TFLOP/s (3 GEMMs of 2 n^3), speed-up over BF16.
 2. ``hlo``: custom calls in each compiled train step (cuBLASLt FP8 GEMMs are
    ``__cublas$lt$matmul$f8``; BF16 GEMMs ``__cublas$gemm`` / ``__cublas$lt$matmul``; cuDNN
-   block-scaled ``__cudnn$blockScaledDot``), so one sees which GEMMs really ran in float8.
+   block-scaled ``__cudnn$blockScaledDot``), so one sees which GEMMs really ran in float8; for
+   MX, ``cudnn_mx``: whether its GEMMs took cuDNN (only on compute capability >= 10, not H200).
 3. ``step``: the train step of the ``llama3_1b`` shapes (1.24B parameters, tied head): forward,
    backward (every dense GEMM per the preset, lm_head and attention BF16), AdamW on float32
    master weights; median step time, model TFLOP/s (6 x dense params x tokens), speed-up.
@@ -35,6 +36,7 @@ from absl import app, flags
 
 from benchmarks.timing import time_calls, timed
 from calclip_jax.fp8 import PrecisionRecipe, fp8_dot_general, matmul_precisions
+from calclip_jax.fp8.mx_cudnn import cudnn_mx_enabled
 from calclip_jax.model import ModelConfig
 from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.state import init_variables
@@ -177,6 +179,8 @@ def step_preset(cfg: ModelConfig, preset: str, tx: optax.GradientTransformation,
     calls = custom_calls(compiled.as_text())
     record = {"section": "hlo", "preset": preset, "custom_calls": calls}
     record.update(compile_s=round(compile_s, 1), memory_gib=compiled_memory(compiled))
+    if preset == "fp8_mx":  # cuDNN block-scaled GEMMs only where every GPU has them (sm_100+)
+        record["cudnn_mx"] = cudnn_mx_enabled()
     if jax.default_backend() == "gpu" and preset != "bf16":
         record["fp8_gemms"] = calls.get(FP8_GEMM_CALL, 0)
         record["fp8_gemm_check"] = "ok" if record["fp8_gemms"] else f"no {FP8_GEMM_CALL}"
