@@ -83,6 +83,7 @@ def main(argv: list[str]) -> None:
             logprob_chunk=None,
             shared_prompt=None,
             micro_batches=1,
+            same_forward=False,
         )
         params, _ = init_variables(model_cfg, cfg.recipe, jax.random.key(0))
         train = TrainConfig(learning_rate=1e-5)

@@ -115,6 +115,8 @@ class TrainConfig:
     share_prompt: bool = False  # run each group's prompt once in the trainer's forwards
     micro_batches: int = 1  # gradient accumulation: each minibatch's forward and backward in
     # this many parts of whole groups, gradients summed in float32 (not with delayed scaling)
+    same_forward: bool = False  # the ratio's old and new log-probs from one compiled forward
+    # program, the backward through a recomputed forward (train/forward_program.py; no delayed)
 
     def __post_init__(self) -> None:
         at_least(self, 1, "steps", "ppo_epochs", "num_minibatches", "logprob_chunk")

@@ -46,6 +46,7 @@ class UpdateConfig:
     logprob_chunk: int | None  # positions per log-prob chunk (`batch_logprobs`); None = whole
     shared_prompt: PromptGroups | None  # rows grouped per prompt, run once (`batch_logprobs`)
     micro_batches: int  # gradient accumulation: micro-batches per update (`train/micro_batches`)
+    same_forward: bool  # old and new log-probs from one compiled program (`train/forward_program`)
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
@@ -56,6 +57,8 @@ class UpdateConfig:
             raise ValueError(f"micro_batches must be >= 1, got {self.micro_batches}")
         if self.micro_batches > 1 and self.recipe.any_delayed:
             raise ValueError("micro_batches > 1 takes no delayed-scaling recipe")
+        if self.same_forward and self.recipe.any_delayed:
+            raise ValueError("same_forward takes no delayed-scaling recipe")
         if self.calibration.enabled:
             PrecisionRecipe.preset(self.calibration.shadow_precision)  # validates the name
 
@@ -193,6 +196,17 @@ def micro_batches(run: RunConfig) -> int:
     return n
 
 
+def same_forward(run: RunConfig) -> bool:
+    """`train.same_forward`, checked: not with delayed scaling."""
+    t = run.train
+    if t.same_forward and PrecisionRecipe.preset(t.precision).any_delayed:
+        raise ConfigError(
+            f"train.same_forward: train.precision={t.precision!r} has delayed scaling, whose amax "
+            "histories would observe every call of the forward program"
+        )
+    return t.same_forward
+
+
 def check_calibration(run: RunConfig, rl: RLPreset) -> None:
     """The shadow precision is a preset; a set `upper_max` caps the calibrated upper bound, so it
     may not lie below the static one (1 + eps_high), which calibration reproduces when the FP8
@@ -258,6 +272,7 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
         logprob_chunk=run.train.logprob_chunk,
         shared_prompt=shared_prompt(run),
         micro_batches=micro_batches(run),
+        same_forward=same_forward(run),
     )
     cache_dir = run.sft.cache_dir or default_cache_dir()
     return RunSpec(

@@ -33,6 +33,7 @@ from calclip_jax.model.shared_prompt import PromptGroups, check_prompt_groups
 from calclip_jax.parallel.multihost import to_host, tree_to_host
 from calclip_jax.rl.calibration import calibrating_rl_step
 from calclip_jax.train.forward import FORWARD_KEYS, batch_logprobs
+from calclip_jax.train.forward_program import SHADOW_KEY, make_forward_program, program_keys
 from calclip_jax.train.micro_batches import map_micro
 from calclip_jax.train.state import TrainState
 from calclip_jax.train.update_step import update_flags
@@ -51,7 +52,7 @@ def minibatch_keys(cfg: UpdateConfig) -> tuple[str, ...]:
     keys = (*ROLLOUT_KEYS, "old_logp")
     if cfg.calibration.enabled:
         keys += ("old_logp_ref",)
-    return keys + (("ref_logp",) if cfg.rl.kl_beta > 0 else ())
+    return keys + (("ref_logp",) if cfg.rl.kl_beta > 0 else ()) + program_keys(cfg)
 
 
 def make_logprob_fn(
@@ -165,6 +166,7 @@ class PPOUpdater:
         self._logp = make_logprob_fn(mc, cfg.recipe, temp, chunk, shared)
         self._shadow_logp = make_logprob_fn(mc, cfg.shadow_recipe, temp, chunk, shared)
         self._forwards = make_minibatch_forwards(mc, cfg)
+        self._program = make_forward_program(mc, cfg) if cfg.same_forward else None
 
     def calibrates(self, rl_step: int) -> bool:
         """Whether RL step `rl_step` (1-based) calibrates (`calibrating_rl_step`)."""
@@ -222,6 +224,9 @@ class PPOUpdater:
         for i, idx in enumerate(plan):
             mb: dict[str, Any] = {k: v[idx] for k, v in batch.items()}
             old = first_old or i > 0
+            if self._program is not None:  # the forward program at theta_old (always needed)
+                mb.update(self._program_outputs(state, mb, calibrate, old=True))
+                old = False
             wants = ("old_logp",) * old + ("old_logp_ref",) * (calib and calibrate and old)
             wants += ("ref_logp",) * (kl and "ref_logp" not in mb)
             got = self._forwards(state.params, state.fp8_meta, self.ref_params, mb, wants)
@@ -232,6 +237,21 @@ class PPOUpdater:
                 mb.setdefault("old_logp_ref", np.zeros(shape, np.float32))
             minibatches.append(mb)
         return minibatches
+
+    def _program_outputs(
+        self, state: TrainState, mb: dict[str, Any], calibrate: bool, old: bool
+    ) -> dict[str, Any]:
+        """The forward program on `mb` at `state`: as old log-probs (old_logp, old_logp_ref) at
+        theta_old, or as the update's (logp, entropy, shadow_logp). One program per RL step: the
+        shadow rides along on calibrating steps, zeros stand in for it on the others."""
+        calib = self.update_config.calibration.enabled
+        rows = {k: mb[k] for k in FORWARD_KEYS}
+        out = self._program(state.params, state.fp8_meta, rows, shadow=calib and calibrate)
+        if calib and SHADOW_KEY not in out:
+            out[SHADOW_KEY] = jnp.zeros_like(out["logp"])
+        if old:
+            return {"old_logp": out["logp"], **({"old_logp_ref": out[SHADOW_KEY]} if calib else {})}
+        return out
 
     def ratio_probe(
         self,
@@ -278,6 +298,8 @@ class PPOUpdater:
         old = jax.tree.map(jnp.copy, (state.params, state.fp8_meta)) if probe else None
         device_metrics = []
         for i, mb in enumerate(minibatches):
+            if self._program is not None:  # at theta_old the program's output is the old one
+                mb = {**mb, **self._program_outputs(state, mb, calibrate, old=False)}
             state, metrics = self.update_step(state, mb, update_flags(i == 0, calibrate))
             device_metrics.append(metrics)
         host = [

@@ -243,7 +243,7 @@ def _run_locked(
     allow_config_change: bool,
 ) -> dict[str, Any]:
     run = spec.config
-    changes = check_config(workdir, config, allow_config_change)
+    changes = check_config(workdir, config, allow_config_change, spec)
     done = R.load_summary(workdir)
     if done is not None and done.get("final_step", 0) >= run.train.steps:
         log(f"{workdir} already holds a finished run ({R.summary_path(workdir)}); nothing to do")

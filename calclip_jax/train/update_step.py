@@ -18,6 +18,12 @@ minibatch), and the calibrated (lower, upper) are EMA-smoothed into the state. A
 theta_old never calibrates nor smooths (its ratios are all 1: a degenerate sample), nor do
 non-finite bounds or a skipped (non-finite) update. The FP8 ratio it calibrates is the one of the
 differentiated forward itself: no extra FP8 forward is paid.
+
+Two knobs split the fused gradient program (`UpdateConfig`): with `micro_batches` > 1 the loss's
+log-probs come from a no-grad forward over the micro-batches and the gradient from a VJP per
+micro-batch (`train/micro_batches.py`); with `same_forward` those log-probs, and the shadow's,
+arrive in the minibatch from the forward program that also computed the old ones
+(`train/forward_program.py`), and the gradient is pulled back the same way.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from calclip_jax.rl.corrections import mismatch_weights
 from calclip_jax.rl.diagnostics import SHADOW_METRICS, rl_diagnostics
 from calclip_jax.rl.losses import clamped_ratio, ppo_policy_loss
 from calclip_jax.train.forward import FORWARD_KEYS, Batch, batch_logprobs
+from calclip_jax.train.forward_program import SHADOW_KEY
 from calclip_jax.train.micro_batches import accumulate_vjp, map_micro
 from calclip_jax.train.state import TrainState
 
@@ -69,8 +76,8 @@ def make_update_step(
     static_bounds = tuple(jnp.float32(b) for b in rl.clip_bounds)
     use_kl = rl.kl_beta > 0
     micro, group = cfg.micro_batches, 1 if shared is None else shared.group_size
-    if micro > 1 and cfg.recipe.any_delayed:
-        raise ValueError("micro_batches > 1 takes no delayed-scaling trainer recipe")
+    if (micro > 1 or cfg.same_forward) and cfg.recipe.any_delayed:
+        raise ValueError("micro_batches > 1 and same_forward take no delayed-scaling recipe")
 
     def trainer_forward(params: Any, fp8_meta: Any, rows: Batch) -> tuple:
         return batch_logprobs(
@@ -116,7 +123,12 @@ def make_update_step(
             if calib.enabled
             else jnp.bool_(False)
         )
-        ratio_ref_BT = shadow_ratio(state.params, batch, do_calib) if calib.enabled else None
+        ratio_ref_BT = None
+        if calib.enabled and cfg.same_forward:  # the forward program's, on the same minibatch
+            logp_ref_BT = jnp.where(do_calib, batch[SHADOW_KEY], 0.0)
+            ratio_ref_BT = clamped_ratio(logp_ref_BT, batch["old_logp_ref"], mask_BT)
+        elif calib.enabled:
+            ratio_ref_BT = shadow_ratio(state.params, batch, do_calib)
 
         def policy_loss(logp_BT: jax.Array) -> tuple[jax.Array, tuple]:
             own_BT = lax.stop_gradient(logp_BT)
@@ -161,7 +173,7 @@ def make_update_step(
             extra = {**corr_aux, **calib_aux}
             return loss, (loss_aux, old_logp_BT, bounds, smoothed_in, weights_BT, extra)
 
-        if micro == 1:
+        if micro == 1 and not cfg.same_forward:
 
             def loss_fn(params: Any, fp8_meta: Any):
                 logp_BT, entropy_BT, new_meta = trainer_forward(params, fp8_meta, batch)
@@ -172,12 +184,15 @@ def make_update_step(
             (grads, meta_grads), (logp_BT, entropy_BT, new_meta, aux) = grad_fn(
                 state.params, state.fp8_meta
             )
-        else:  # gradient accumulation (`train/micro_batches.py`); no delayed-scaling state
+        else:  # the loss's log-probs, then a VJP per micro-batch (`train/micro_batches.py`)
             rows = {k: batch[k] for k in FORWARD_KEYS}
             logp_of = lambda p, r: trainer_forward(p, {}, r)[0]
-            logp_BT, entropy_BT = map_micro(
-                lambda r: trainer_forward(state.params, {}, r)[:2], rows, micro, group
-            )
+            if cfg.same_forward:  # computed by the forward program (`train/forward_program.py`)
+                logp_BT, entropy_BT = batch["logp"], batch["entropy"]
+            else:
+                logp_BT, entropy_BT = map_micro(
+                    lambda r: trainer_forward(state.params, {}, r)[:2], rows, micro, group
+                )
             cotangent_BT, aux = jax.grad(policy_loss, has_aux=True)(logp_BT)
             grads = accumulate_vjp(logp_of, state.params, rows, cotangent_BT, micro, group)
             meta_grads, new_meta = state.fp8_meta, state.fp8_meta

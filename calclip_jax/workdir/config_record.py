@@ -26,6 +26,7 @@ CHANGES_KEY = "config_changes"  # config.json: [{"after_step": s, "changed": {ke
 FREE_KEYS = ("train.steps", "eval.every", "sft.cache_dir", "task.data_dir")
 FREE_PREFIXES = ("log.",)
 ABSENT = "<absent>"
+TASK_DATA_KEY = "task_data"  # resolved: the task's data, by its data knobs and file contents
 Change = tuple[Any, Any]  # (old, new)
 
 
@@ -72,9 +73,12 @@ def is_free(key: str, change: Change) -> bool:
     return key in FREE_KEYS or key.startswith(FREE_PREFIXES)
 
 
-def check_config(workdir: str, config: ConfigDict | RunConfig, allow: bool) -> dict[str, Change]:
+def check_config(
+    workdir: str, config: ConfigDict | RunConfig, allow: bool, spec: RunSpec | None = None
+) -> dict[str, Change]:
     """The changes from workdir's config.json to `config` ({} for a new workdir); raises
-    ConfigChangeError listing the refused ones unless `allow`."""
+    ConfigChangeError listing the refused ones unless `allow`. With `spec`, a change of the
+    task's data under unchanged knobs (a local file's new bytes) is the change `task.data`."""
     stored = R.load_config(workdir)
     if stored is None:
         if os.path.exists(os.path.join(workdir, R.CONFIG_FILE)):
@@ -84,6 +88,9 @@ def check_config(workdir: str, config: ConfigDict | RunConfig, allow: bool) -> d
             )
         return {}
     changes = changed_keys(stored, config_knobs(config))
+    data = stored.get(R.RESOLVED, {}).get(TASK_DATA_KEY)
+    if spec is not None and data is not None and data != spec.task.config_name():
+        changes["task.data"] = (data, spec.task.config_name())
     refused = {k: c for k, c in changes.items() if not is_free(k, c)}
     if refused and not allow:
         listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in refused.items())
@@ -108,7 +115,8 @@ def write_config(
         history.append(
             {"after_step": after_step, "changed": {k: list(c) for k, c in changes.items()}}
         )
-    record = {**config_knobs(config), R.RESOLVED: resolved_record(spec)}
+    resolved = {**resolved_record(spec), TASK_DATA_KEY: spec.task.config_name()}
+    record = {**config_knobs(config), R.RESOLVED: resolved}
     if history:
         record[CHANGES_KEY] = history
     path = os.path.join(workdir, R.CONFIG_FILE)

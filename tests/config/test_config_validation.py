@@ -202,6 +202,14 @@ def test_micro_batches_that_do_not_split_over_the_data_devices_are_named():
     check_devices(parse(_config("train.micro_batches", 8, **{"mesh.data": 8})), 8)
 
 
+@pytest.mark.parametrize("knob", [("micro_batches", 2), ("same_forward", True)])
+def test_delayed_scaling_refuses_the_split_update(knob):
+    name, value = knob
+    config = _config(f"train.{name}", value, **{"train.precision": "fp8_delayed"})
+    with pytest.raises(ConfigError, match=rf"train\.{name}.*delayed scaling"):
+        build_run_spec(config)
+
+
 def test_device_fit_resolves_the_mesh():
     run = parse(base_config())
     assert check_devices(run, 4) == (4, 1, 1)

@@ -7,16 +7,13 @@ import dataclasses
 
 import jax
 import numpy as np
-import optax
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from train_testutil import TINY, make_setup, rollout_batch
+from train_testutil import TINY, make_setup, one_rl_step_sgd, rollout_batch
 
-from calclip_jax.model.shared_prompt import PromptGroups
-from calclip_jax.train import CalibrationConfig, PPOUpdater, create_train_state, make_update_step
+from calclip_jax.train import make_update_step
 from calclip_jax.train.micro_batches import check_split, merge, split
-from calclip_jax.train.ppo_update import minibatch_keys
 from calclip_jax.train.update_step import update_flags
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -49,31 +46,13 @@ def test_split_names_a_misfit():
         check_split(12, 2, group_size=4)
 
 
-def _one_rl_step(preset: str, micro: int, lr: float, shared: bool = False, calibrate=True):
-    """One RL step (2 minibatches of 8 rows) with SGD: the state after it and the metrics."""
-    groups = PromptGroups(2, 8) if shared else None
-    calib = CalibrationConfig(enabled=calibrate, period=1, ema_beta=0.0)
-    cfg, _, state = make_setup(preset, calibration=calib, shared_prompt=groups, micro_batches=micro)
-    cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, kl_beta=0.05))
-    tx = optax.sgd(lr)  # the update is the gradient itself (no Adam sign of a rounding)
-    state = create_train_state(state.params, state.fp8_meta, tx, cfg.rl.clip_bounds)
-    step = jax.jit(make_update_step(TINY, cfg, tx))
-    ref = jax.tree.map(lambda p: p * 0.9, state.params)  # a KL reference away from the policy
-    updater = PPOUpdater(TINY, cfg, step, epochs=1, num_minibatches=2, ref_params=ref)
-    assert set(minibatch_keys(cfg)) >= {"old_logp", "ref_logp"}
-    batch = rollout_batch(batch=16, seed=5, group=2 if shared else 1)
-    before = jax.tree.map(np.asarray, state.params)
-    after, metrics, _ = updater.update(state, batch, np.random.default_rng(1), rl_step=1)
-    return before, jax.tree.map(np.asarray, after.params), metrics
-
-
 @pytest.mark.parametrize("shared", [False, True])
 def test_float32_micro_batches_give_the_whole_minibatch_update(shared):
     """fp32, calibrating, KL on: 2 and 4 micro-batches move every parameter as the whole
     minibatch does, to float32 summation rounding of the gradient."""
-    before, whole, m_whole = _one_rl_step("fp32", 1, lr=1.0, shared=shared)
+    before, whole, m_whole = one_rl_step_sgd("fp32", 1, lr=1.0, shared=shared)
     for micro in (2, 4):
-        _, parts, m_parts = _one_rl_step("fp32", micro, lr=1.0, shared=shared)
+        _, parts, m_parts = one_rl_step_sgd("fp32", micro, lr=1.0, shared=shared)
         leaves = (jax.tree.leaves(t) for t in (whole, parts, before))
         for w, p, b in zip(*leaves, strict=True):
             grad_scale = np.max(np.abs(w - b)) + np.finfo(np.float32).tiny
@@ -92,7 +71,7 @@ def test_float32_micro_batches_give_the_whole_minibatch_update(shared):
 def test_ratio_stays_one_at_theta_old_with_micro_batches(preset):
     """Learning rate 0: every update of the batch is at theta_old; old log-probs were computed
     under the same micro-batch composition, so per-tensor FP8 sees the same amaxes."""
-    _, _, metrics = _one_rl_step(preset, 2, lr=0.0)
+    _, _, metrics = one_rl_step_sgd(preset, 2, lr=0.0)
     assert metrics[0]["ratio_log_abs_max"] == 0.0
     for m in metrics[1:]:  # another program (the update's), same inputs and composition
         assert m["ratio_log_abs_max"] < 1e-5, m["ratio_log_abs_max"]

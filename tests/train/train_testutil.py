@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import jax
 import numpy as np
+import optax
 
 from calclip_jax.config import TrainConfig
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
+from calclip_jax.model.shared_prompt import PromptGroups
 from calclip_jax.rl.presets import get_preset
 from calclip_jax.train import (
     CalibrationConfig,
@@ -15,7 +20,9 @@ from calclip_jax.train import (
     create_train_state,
     init_variables,
     make_optimizer,
+    make_update_step,
 )
+from calclip_jax.train.ppo_update import minibatch_keys
 
 TINY = ModelConfig(
     vocab_size=32,
@@ -79,6 +86,7 @@ def make_setup(
         "logprob_chunk": None,
         "shared_prompt": None,
         "micro_batches": 1,
+        "same_forward": False,
     }
     update_cfg = UpdateConfig(recipe=PrecisionRecipe.preset(recipe), **{**fields, **step_kwargs})
     import jax
@@ -101,3 +109,30 @@ def prepared(
     updater = PPOUpdater(model, update_cfg, None, num_minibatches=1, ref_params=state.params)
     rollout = rollout_batch(batch=batch, seed=seed)
     return updater.prepare(state, rollout, [np.arange(batch)], calibrate)[0]
+
+
+def one_rl_step_sgd(
+    preset: str, micro: int, lr: float, shared: bool = False, calibrate=True, same_forward=False
+):
+    """One RL step (2 minibatches of 8 rows, KL on, calibrating at every update after the
+    first) with SGD: (params before, params after, metrics per update)."""
+    groups = PromptGroups(2, 8) if shared else None
+    calib = CalibrationConfig(enabled=calibrate, period=1, ema_beta=0.0)
+    cfg, _, state = make_setup(
+        preset,
+        calibration=calib,
+        shared_prompt=groups,
+        micro_batches=micro,
+        same_forward=same_forward,
+    )
+    cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, kl_beta=0.05))
+    tx = optax.sgd(lr)  # the update is the gradient itself (no Adam sign of a rounding)
+    state = create_train_state(state.params, state.fp8_meta, tx, cfg.rl.clip_bounds)
+    step = jax.jit(make_update_step(TINY, cfg, tx))
+    ref = jax.tree.map(lambda p: p * 0.9, state.params)  # a KL reference away from the policy
+    updater = PPOUpdater(TINY, cfg, step, epochs=1, num_minibatches=2, ref_params=ref)
+    assert set(minibatch_keys(cfg)) >= {"old_logp", "ref_logp"}
+    batch = rollout_batch(batch=16, seed=5, group=2 if shared else 1)
+    before = jax.tree.map(np.asarray, state.params)
+    after, metrics, _ = updater.update(state, batch, np.random.default_rng(1), rl_step=1)
+    return before, jax.tree.map(np.asarray, after.params), metrics

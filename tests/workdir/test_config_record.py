@@ -100,3 +100,19 @@ def test_unreadable_config_json_is_refused(tmp_path):
     (tmp_path / R.CONFIG_FILE).write_text("{")
     with pytest.raises(ConfigChangeError, match="unreadable"), pytest.warns(UserWarning):
         check_config(str(tmp_path), _config(), allow=False)
+
+
+def test_new_bytes_in_a_data_file_are_a_change(tmp_path):
+    """The file task's knobs name a path; its content hash is in the resolved record, so a
+    resumed run on edited data is refused, naming `task.data`."""
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(f'{{"prompt": "{i} + 1 =", "answer": "{i + 1}"}}\n' for i in range(40)))
+    c = _config(**{"task.name": "file"})
+    c.task.knobs = {"path": str(data)}
+    run = tmp_path / "run"
+    run.mkdir()
+    write_config(str(run), c, build_run_spec(c))
+    assert check_config(str(run), c, allow=False, spec=build_run_spec(c)) == {}
+    data.write_text(data.read_text().replace('"answer": "40"', '"answer": "39"'))
+    with pytest.raises(ConfigChangeError, match=r"task\.data"):
+        check_config(str(run), c, allow=False, spec=build_run_spec(c))

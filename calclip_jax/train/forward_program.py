@@ -1,0 +1,65 @@
+"""One compiled forward for the ratio's two sides (`train.same_forward`).
+
+XLA compiles the forward inside the update's gradient program differently from a no-grad
+forward, so the trainer's new log-probs (differentiated) and its old ones (precomputed) come
+from two programs whose float rounding differs; with FP8 an ulp can cross a quantization step,
+and the ratio at unchanged parameters is then off by far more than float32 rounding. With
+`same_forward`, the log-probs the loss sees come from this one jitted program, called on theta_old
+for the old log-probs and on the current parameters before each update: at equal parameters the
+two are bitwise equal, so the ratio is exactly 1 at every update of a batch, not only the first.
+The update then differentiates the loss with respect to those log-probs and pulls the cotangent
+back through a recomputed forward (`micro_batches.accumulate_vjp`): one more forward per update.
+
+On calibrating RL steps the program also returns the BF16-shadow log-probs, so the shadow's old
+and new sides share a program too. Not with delayed scaling (its amax histories would observe
+every call).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from calclip_jax.config.spec import UpdateConfig
+from calclip_jax.model import ModelConfig
+from calclip_jax.train.forward import batch_logprobs
+from calclip_jax.train.micro_batches import map_micro
+
+PROGRAM_KEYS = ("logp", "entropy")  # what the program adds to a minibatch
+SHADOW_KEY = "shadow_logp"  # and, on calibrating RL steps, this
+
+
+def program_keys(cfg: UpdateConfig) -> tuple[str, ...]:
+    """The minibatch keys the update step reads from the program (none without same_forward)."""
+    if not cfg.same_forward:
+        return ()
+    return PROGRAM_KEYS + ((SHADOW_KEY,) if cfg.calibration.enabled else ())
+
+
+def make_forward_program(model_config: ModelConfig, cfg: UpdateConfig) -> Callable:
+    """Jitted (params, fp8_meta, rows, shadow) -> {"logp", "entropy"[, "shadow_logp"]} of the
+    rows (exactly the `FORWARD_KEYS`: one input structure, one executable), over the update's
+    micro-batches; `shadow` (static) adds the BF16 shadow's log-probs."""
+    shared = cfg.shared_prompt
+    group = 1 if shared is None else shared.group_size
+    kwargs = {"temperature": cfg.temperature, "chunk": cfg.logprob_chunk, "shared_prompt": shared}
+
+    @functools.partial(jax.jit, static_argnames="shadow")
+    def program(params: Any, fp8_meta: Any, rows: dict[str, Any], shadow: bool) -> dict:
+        def forward(part: dict[str, jax.Array]) -> dict[str, jax.Array]:
+            logp, entropy, _ = batch_logprobs(
+                model_config, cfg.recipe, params, fp8_meta, part, **kwargs
+            )
+            out = {"logp": logp, "entropy": entropy}
+            if shadow:
+                out[SHADOW_KEY] = batch_logprobs(
+                    model_config, cfg.shadow_recipe, params, {}, part, **kwargs
+                )[0]
+            return out
+
+        return map_micro(forward, rows, cfg.micro_batches, group)
+
+    return program

@@ -1,0 +1,88 @@
+"""`train.same_forward`: old and new log-probs from one compiled forward program, so at
+unchanged parameters the ratio is exactly 1 at every update of a batch (not only the first), in
+the trainer's precision and in the BF16 shadow; with a learning rate, the update is the fused
+program's to float32 rounding."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from train_testutil import TINY, make_setup, one_rl_step_sgd, rollout_batch
+
+from calclip_jax.config.schema import TrainConfig
+from calclip_jax.fp8 import PRESETS
+from calclip_jax.parallel.mesh import make_mesh
+from calclip_jax.rl.diagnostics import SHADOW_METRICS
+from calclip_jax.train import CalibrationConfig
+from calclip_jax.train.trainer import build_trainer
+
+EPS32 = float(np.finfo(np.float32).eps)
+NOT_DELAYED = [p for p in PRESETS if "delayed" not in p]
+
+
+def _unchanged_parameters(preset: str, same_forward: bool, micro: int = 1) -> list[dict]:
+    """One RL step of 2 epochs x 2 minibatches through the run's wiring (sharded, donating
+    step) at a learning rate too small to move a float32 parameter; calibrating every update."""
+    calib = CalibrationConfig(enabled=True, period=1, ema_beta=0.0)
+    cfg, _, state = make_setup(preset, calibration=calib, same_forward=same_forward)
+    cfg = dataclasses.replace(cfg, micro_batches=micro)
+    train = TrainConfig(learning_rate=1e-30)
+    mesh = make_mesh(1, 1, 1, jax.devices()[:1])
+    trainer = build_trainer(TINY, cfg, train, state.params, mesh, epochs=2, num_minibatches=2)
+    before = jax.tree.map(np.asarray, trainer.state.params)
+    batch = rollout_batch(batch=16, seed=3)
+    after, metrics, _ = trainer.updater.update(
+        trainer.state, batch, np.random.default_rng(0), rl_step=1
+    )
+    same = jax.tree.map(lambda a, b: np.array_equal(a, np.asarray(b)), before, after.params)
+    assert all(jax.tree.leaves(same)), "the learning rate moved a parameter"
+    return metrics
+
+
+@pytest.mark.parametrize("preset", NOT_DELAYED)
+def test_ratio_is_exactly_one_at_every_update_at_unchanged_parameters(preset):
+    metrics = _unchanged_parameters(preset, same_forward=True)
+    for i, m in enumerate(metrics):
+        assert m["ratio_log_abs_max"] == 0.0, (i, m["ratio_log_abs_max"])
+        assert m["clip_frac_lower_neg"] == 0.0 and m["clip_frac_upper_pos"] == 0.0
+    later = metrics[1:]
+    # the shadow's ratio is exactly 1 too: it clips nothing where it is measured
+    for name in SHADOW_METRICS:
+        assert all(m[name] == 0.0 for m in later), name
+    assert metrics[0]["old_logp_recompute_gap"] == 0.0  # the program against itself
+
+
+def test_two_programs_move_the_float32_ratio_at_unchanged_parameters():
+    """What same_forward removes: without it, the later updates' fp32 ratio compares the
+    gradient program's forward with the no-grad program's, which XLA rounds apart."""
+    later = _unchanged_parameters("fp32", same_forward=False)[1:]
+    assert max(m["ratio_log_abs_max"] for m in later) > 0.0
+
+
+def test_micro_batches_and_one_program_together():
+    metrics = _unchanged_parameters("fp8_tensor", same_forward=True, micro=2)
+    assert all(m["ratio_log_abs_max"] == 0.0 for m in metrics)
+
+
+@pytest.mark.parametrize("preset", ["fp32", "fp8_block"])
+def test_the_update_is_the_fused_programs(preset):
+    """SGD, lr 1: the parameter move (the gradient) equals the fused update's, to float32
+    rounding in fp32; in FP8, to a share of the move (the programs round apart, and a float8
+    rounding flip moves an element by a quantization step)."""
+    before, fused, m_fused = one_rl_step_sgd(preset, 1, lr=1.0)
+    _, one, m_one = one_rl_step_sgd(preset, 1, lr=1.0, same_forward=True)
+    for w, p, b in zip(*(jax.tree.leaves(t) for t in (fused, one, before)), strict=True):
+        if preset == "fp32":
+            bound = 16 * EPS32 * (np.max(np.abs(w - b)) + np.max(np.abs(b)))
+            np.testing.assert_array_less(np.abs(p - w), bound)
+        else:
+            assert np.linalg.norm(p - w) <= 0.05 * np.linalg.norm(w - b)
+    assert m_one[0]["loss"] == pytest.approx(m_fused[0]["loss"], rel=1e-5)
+
+
+def test_delayed_scaling_is_refused():
+    with pytest.raises(ValueError, match="delayed"):
+        make_setup("fp8_delayed", same_forward=True)
