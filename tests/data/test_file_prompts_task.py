@@ -2,20 +2,19 @@
 file or by prompt hash, cached by content, bad files named by file:line:field before any
 compile."""
 
-import importlib.util
 import json
 import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shipped_model import shipped_gguf
 
 from calclip_jax.config import ConfigError, base_config, build_run_spec
 from calclip_jax.data import SPLITS, CharTokenizer, get_task, load_split
 from calclip_jax.data.gguf_tokenizer import GGUFTokenizer
 from calclip_jax.data.local_files import DataFileError
 from calclip_jax.data.task import is_test_prompt
-from calclip_jax.shipped import shipped_file
 
 
 def _write(path, rows):
@@ -189,13 +188,7 @@ def test_parquet_rows_are_read_like_jsonl(tmp_path):
 
 
 def test_a_chat_template_gets_the_system_turn_before_the_user_turn():
-    for module in ("gguf", "jinja2"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} not installed (the `llm` extra)")
-    try:
-        path = shipped_file("smollm2-135m-instruct")
-    except FileNotFoundError as err:
-        pytest.skip(f"no shipped GGUF: {err}")
+    path = shipped_gguf()
     tokenizer = GGUFTokenizer.from_gguf(path)
     plain = tokenizer.format_prompt("What is 2 + 2?")
     with_system = tokenizer.format_prompt("What is 2 + 2?", "Be brief.")

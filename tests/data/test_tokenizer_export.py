@@ -3,12 +3,12 @@ ids, chat text and special tokens; an HF directory's tokenizer files are copied.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 import tokenizers
 from gguf_parse_once import one_parse_per_file
+from shipped_model import shipped_gguf
 
 from calclip_jax.data.gguf_tokenizer import (
     GGUFTokenizer,
@@ -20,7 +20,6 @@ from calclip_jax.data.tokenizer_export import (
     save_checkpoint_tokenizer,
     save_gguf_tokenizer,
 )
-from calclip_jax.shipped import shipped_file
 
 TEXTS = ["", "12+7=19", "x   5\n\n1", "café 🙂 <|im_end|> tail", "Compute 46 + 22.\nReply."]
 CHAT = [
@@ -31,13 +30,7 @@ CHAT = [
 
 @pytest.fixture(scope="module")
 def metadata():
-    for module in ("gguf", "jinja2"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} not installed (the `llm` extra)")
-    try:
-        path = shipped_file("smollm2-135m-instruct")
-    except FileNotFoundError as err:
-        pytest.skip(f"no shipped GGUF: {err}")
+    path = shipped_gguf()
     with one_parse_per_file():
         return read_gguf_tokenizer_metadata(path)
 

@@ -5,7 +5,6 @@ float32 logits. Bad workdirs, steps and outputs, and runs from a fresh model, fa
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -16,12 +15,12 @@ import numpy as np
 import pytest
 from experiments_testutil import slice_gguf, tiny_config
 from run_fixtures import make_run
+from shipped_model import shipped_gguf
 from subprocess_env import one_device_env
 from train_cli import REPO, TinyTrain
 
 from calclip_jax.model import forward_logits, load_checkpoint, load_hf_checkpoint
 from calclip_jax.probes.export_checkpoint import ExportError, export_run, restore_run_params
-from calclip_jax.shipped import shipped_file
 
 CHAT = [{"role": "user", "content": "Compute 46 + 22. Reply with only the result, no words."}]
 
@@ -29,13 +28,7 @@ CHAT = [{"role": "user", "content": "Compute 46 + 22. Reply with only the result
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """(workdir, the training output, the sliced GGUF) of a finished 2-step run."""
-    for module in ("gguf", "jinja2"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} not installed (the `llm` extra)")
-    try:
-        src = shipped_file("smollm2-135m-instruct")
-    except FileNotFoundError as err:
-        pytest.skip(f"no shipped checkpoint: {err}")
+    src = shipped_gguf()
     root = tmp_path_factory.mktemp("export")
     sliced = slice_gguf(str(src), str(root / "smollm2_1l.gguf"), 1)
     overrides = {

@@ -3,26 +3,17 @@ a 2-layer slice of the shipped checkpoint and reports its phases, memory and the
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 
-import pytest
 from experiments_testutil import slice_gguf
+from shipped_model import shipped_gguf
 from subprocess_env import one_device_env
-
-from calclip_jax.shipped import shipped_file
 
 
 def test_real_model_step_benchmark_reports_its_phases(tmp_path):
-    for module in ("gguf", "jinja2"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} not installed (the `llm` extra)")
-    try:
-        src = shipped_file("smollm2-135m-instruct")
-    except FileNotFoundError as err:
-        pytest.skip(f"no shipped checkpoint: {err}")
+    src = shipped_gguf()
     sliced = slice_gguf(str(src), str(tmp_path / "smollm2_2l.gguf"), 2)
     cmd = [sys.executable, "-m", "benchmarks.bench_smollm2_step", "--steps=1", "--warmup=1"]
     cmd += ["--prompts=4", "--group=2", "--new_tokens=4", "--wait_idle=0"]
