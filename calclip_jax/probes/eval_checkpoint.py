@@ -17,6 +17,7 @@ from calclip_jax.train.evaluate import pass_rate
 from calclip_jax.train.state import fresh_fp8_meta, init_variables, on_default_device
 from calclip_jax.workdir import run_record as R
 from calclip_jax.workdir.checkpoints import Checkpointer
+from calclip_jax.workdir.checksums import manifest_problem
 
 
 class EvalError(ValueError):
@@ -62,6 +63,25 @@ def restore_params(spec: RunSpec, checkpointer: Checkpointer, step: int) -> tupl
     return restored["params"], fresh_fp8_meta(spec.model, spec.rollout_recipe)
 
 
+def restore_checkpoint(workdir: str | Path, step: int | None) -> tuple[RunSpec, Any, Any, int]:
+    """(run spec, params, fp8 meta, step) of the run's checkpoint `step` (None: the latest);
+    EvalError when the run has no checkpoints, not that step, or a damaged one."""
+    spec = run_spec_of(workdir)
+    folder = R.checkpoints_path(workdir)
+    if not folder.is_dir():
+        raise EvalError(f"{folder}: no checkpoints")
+    checkpointer = Checkpointer(os.fspath(workdir))
+    try:
+        step = checkpoint_step(checkpointer, folder, step)
+        problem = manifest_problem(folder / str(step))
+        if problem is not None:
+            raise EvalError(f"{folder / str(step)}: damaged checkpoint ({problem})")
+        params, meta = restore_params(spec, checkpointer, step)
+    finally:
+        checkpointer.close()
+    return spec, params, meta, step
+
+
 def evaluate_checkpoint(
     workdir: str | Path,
     *,
@@ -75,17 +95,8 @@ def evaluate_checkpoint(
     `split` (None: the run's eval.num_prompts), in the run's rollout precision."""
     if split not in SPLITS:
         raise EvalError(f"split must be one of {list(SPLITS)}, got {split!r}")
-    spec = run_spec_of(workdir)
+    spec, params, meta, step = restore_checkpoint(workdir, step)
     run = spec.config
-    folder = R.checkpoints_path(workdir)
-    if not folder.is_dir():
-        raise EvalError(f"{folder}: no checkpoints")
-    checkpointer = Checkpointer(os.fspath(workdir))
-    try:
-        step = checkpoint_step(checkpointer, folder, step)
-        params, meta = restore_params(spec, checkpointer, step)
-    finally:
-        checkpointer.close()
     n = run.eval.num_prompts if num_prompts is None else num_prompts
     examples = list(load_split(spec.task, split, spec.data_dir)[:n])
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)

@@ -15,15 +15,8 @@ import jax
 from calclip_jax.config import ConfigError
 from calclip_jax.data.tokenizer_export import save_checkpoint_tokenizer
 from calclip_jax.model.hf_export import DTYPES, save_hf_checkpoint, source_config
-from calclip_jax.probes.eval_checkpoint import (
-    EvalError,
-    checkpoint_step,
-    restore_params,
-    run_spec_of,
-)
+from calclip_jax.probes.eval_checkpoint import EvalError, restore_checkpoint
 from calclip_jax.workdir import run_record as R
-from calclip_jax.workdir.checkpoints import Checkpointer
-from calclip_jax.workdir.checksums import manifest_problem
 
 
 class ExportError(ValueError):
@@ -64,23 +57,9 @@ def started_from(workdir: Path) -> str:
 def restore_run_params(workdir: Path, step: int | None) -> tuple[Any, Any, int]:
     """(run spec, params as NumPy arrays, step) of checkpoint `step` (None: the latest)."""
     try:
-        spec = run_spec_of(workdir)
+        spec, params, _, step = restore_checkpoint(workdir, step)
     except (EvalError, ConfigError) as err:
-        raise ExportError(f"{workdir}: {err}") from err
-    folder = R.checkpoints_path(workdir)
-    if not folder.is_dir():
-        raise ExportError(f"{folder}: no checkpoints")
-    checkpointer = Checkpointer(os.fspath(workdir))
-    try:
-        step = checkpoint_step(checkpointer, folder, step)
-        problem = manifest_problem(folder / str(step))
-        if problem is not None:
-            raise ExportError(f"{folder / str(step)}: damaged checkpoint ({problem})")
-        params, _ = restore_params(spec, checkpointer, step)
-    except EvalError as err:
         raise ExportError(str(err)) from err
-    finally:
-        checkpointer.close()
     return spec, jax.device_get(params), step
 
 

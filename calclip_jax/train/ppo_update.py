@@ -208,6 +208,8 @@ class PPOUpdater:
         theta == theta_old shadow ratios are never a calibration sample, so its old_logp and
         old_logp_ref only feed the `old_logp_recompute_gap` check: `first_old=False` skips
         those two forwards and gives NaN old_logp (the gap is then NaN) and zero old_logp_ref.
+        With `same_forward` the forward program gives the old log-probs of every minibatch, and
+        the first minibatch keeps all its outputs: its update runs at theta_old on them.
         """
         missing = [k for k in ROLLOUT_KEYS if k not in rollout]
         if missing:
@@ -225,7 +227,12 @@ class PPOUpdater:
             mb: dict[str, Any] = {k: v[idx] for k, v in batch.items()}
             old = first_old or i > 0
             if self._program is not None:  # the forward program at theta_old (always needed)
-                mb.update(self._program_outputs(state, mb, calibrate, old=True))
+                out = self._program_outputs(state, mb, calibrate)
+                mb["old_logp"] = out["logp"]
+                if calib:
+                    mb["old_logp_ref"] = out[SHADOW_KEY]
+                if i == 0:  # the batch's first update runs at theta_old: these are its inputs
+                    mb.update(out)
                 old = False
             wants = ("old_logp",) * old + ("old_logp_ref",) * (calib and calibrate and old)
             wants += ("ref_logp",) * (kl and "ref_logp" not in mb)
@@ -239,18 +246,16 @@ class PPOUpdater:
         return minibatches
 
     def _program_outputs(
-        self, state: TrainState, mb: dict[str, Any], calibrate: bool, old: bool
+        self, state: TrainState, mb: dict[str, Any], calibrate: bool
     ) -> dict[str, Any]:
-        """The forward program on `mb` at `state`: as old log-probs (old_logp, old_logp_ref) at
-        theta_old, or as the update's (logp, entropy, shadow_logp). One program per RL step: the
-        shadow rides along on calibrating steps, zeros stand in for it on the others."""
+        """The forward program on `mb` at `state`: logp, entropy and, with calibration on,
+        shadow_logp (the update's inputs; at theta_old also the old log-probs). One program per
+        RL step: the shadow rides along on calibrating steps, zeros stand in for it otherwise."""
         calib = self.update_config.calibration.enabled
         rows = {k: mb[k] for k in FORWARD_KEYS}
         out = self._program(state.params, state.fp8_meta, rows, shadow=calib and calibrate)
         if calib and SHADOW_KEY not in out:
             out[SHADOW_KEY] = jnp.zeros_like(out["logp"])
-        if old:
-            return {"old_logp": out["logp"], **({"old_logp_ref": out[SHADOW_KEY]} if calib else {})}
         return out
 
     def ratio_probe(
@@ -298,8 +303,8 @@ class PPOUpdater:
         old = jax.tree.map(jnp.copy, (state.params, state.fp8_meta)) if probe else None
         device_metrics = []
         for i, mb in enumerate(minibatches):
-            if self._program is not None:  # at theta_old the program's output is the old one
-                mb = {**mb, **self._program_outputs(state, mb, calibrate, old=False)}
+            if self._program is not None and i > 0:  # the first has them from `prepare`
+                mb = {**mb, **self._program_outputs(state, mb, calibrate)}
             state, metrics = self.update_step(state, mb, update_flags(i == 0, calibrate))
             device_metrics.append(metrics)
         host = [

@@ -76,8 +76,6 @@ def make_update_step(
     static_bounds = tuple(jnp.float32(b) for b in rl.clip_bounds)
     use_kl = rl.kl_beta > 0
     micro, group = cfg.micro_batches, 1 if shared is None else shared.group_size
-    if (micro > 1 or cfg.same_forward) and cfg.recipe.any_delayed:
-        raise ValueError("micro_batches > 1 and same_forward take no delayed-scaling recipe")
 
     def trainer_forward(params: Any, fp8_meta: Any, rows: Batch) -> tuple:
         return batch_logprobs(
