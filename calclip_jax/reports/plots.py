@@ -7,7 +7,6 @@ so these run headless in CI; notebooks keep their inline backend.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,17 +27,17 @@ from matplotlib.figure import Figure
 
 from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW, detect_surge
 from calclip_jax.reports import metrics as M
+from calclip_jax.workdir.seed_names import split_seeded_name
 
 CURVE_KEYS = ("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg")
 
 
-SEED_SUFFIX = re.compile(r"__seed\d+$")
 INSIDE_LEGEND_MAX = 6  # more arms: one legend beside the panels
 
 
 def seed_group(run_name: str) -> str:
     """The arm a run belongs to: its name without a `__seed<N>` suffix."""
-    return SEED_SUFFIX.sub("", run_name)
+    return split_seeded_name(run_name)[0]
 
 
 def arm_colors(arms: Sequence[str]) -> dict[str, Any]:

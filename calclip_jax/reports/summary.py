@@ -12,7 +12,6 @@ summary.json, else the sum of `step_time_s`. The surge uses the run's own `log.s
 from __future__ import annotations
 
 import csv
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from calclip_jax.analysis.stats import final_value, finite_mean, finite_stat, la
 from calclip_jax.analysis.surge import detect_surge
 from calclip_jax.reports import metrics as M
 from calclip_jax.workdir import run_record as R
+from calclip_jax.workdir.seed_names import split_seeded_name
 
 CONFIG_KEYS = {  # column -> dotted key of config.json
     "rollout_precision": "rollout.precision",
@@ -47,7 +47,6 @@ COLUMNS = (
     *MEAN_KEYS,
     "wall_time_s",
 )
-_SEED_SUFFIX = re.compile(r"__seed-?\d+$")
 
 
 def summarize_run(
@@ -120,7 +119,7 @@ def aggregate_seeds(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault(_SEED_SUFFIX.sub("", row["arm"]), []).append(row)
+        groups.setdefault(split_seeded_name(row["arm"])[0], []).append(row)
     out = []
     for arm, group in groups.items():
         agg: dict[str, Any] = {"arm": arm, "n_seeds": len(group)}
@@ -184,7 +183,7 @@ def write_summary(
     rows = summarize_sweep(sweep_dir) if rows is None else rows
     csv_path = write_csv(rows, sweep_dir / "summary.csv")
     text = f"# Sweep summary: {sweep_dir.name}\n\n{to_markdown(rows, COLUMNS)}"
-    if any(_SEED_SUFFIX.search(r["arm"]) for r in rows):
+    if any(split_seeded_name(r["arm"])[1] is not None for r in rows):
         text += f"\n## Mean and std over seeds\n\n{to_markdown(aggregate_seeds(rows))}"
     md_path = sweep_dir / "summary.md"
     md_path.write_text(text, encoding="utf-8")

@@ -8,6 +8,7 @@ from typing import Any
 from ml_collections import ConfigDict
 
 from calclip_jax.config import ConfigError
+from calclip_jax.workdir.seed_names import seeded_name
 
 
 def flatten_overrides(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -37,5 +38,5 @@ def expand_arms(sweep: ConfigDict) -> dict[str, dict[str, Any]]:
         if not seeds:
             expanded[name] = overrides
         for seed in seeds:
-            expanded[f"{name}__seed{seed}"] = {**overrides, "seed": int(seed)}
+            expanded[seeded_name(name, seed)] = {**overrides, "seed": int(seed)}
     return expanded

@@ -1,0 +1,176 @@
+"""Paired comparisons over seeds x RL steps, with bootstrap intervals.
+
+Arms run with the same seed see the same prompts at every RL step (the prompt stream follows the
+seed), so the per-step difference between two arms removes the prompts' difficulty from the
+comparison. A metric is held as an [S, T] float64 array (seeds x RL steps, NaN where a step logged
+nothing). The interval resamples seeds with replacement and, inside each resampled seed, circular
+moving blocks of consecutive steps (RL steps are autocorrelated: a step-wise bootstrap would be
+too narrow). Each seed weighs the same, whatever its count of finite steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+LEVEL = 0.9  # two-sided coverage of every interval here
+N_BOOT = 4000
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """A point estimate with its bootstrap interval (NaN where the data had no finite value)."""
+
+    estimate: float
+    low: float
+    high: float
+    seeds: int  # seeds with at least one finite value
+    steps: int  # finite (seed, step) cells
+
+    def excludes(self, value: float) -> bool:
+        """Whether `value` lies outside the interval (False when it is undefined)."""
+        return bool(self.low > value or self.high < value)
+
+    def fmt(self, scale: float = 1.0, digits: int = 3, suffix: str = "") -> str:
+        """'est [low, high]' with each number times `scale`; 'n/a' when undefined."""
+        if not math.isfinite(self.estimate):
+            return "n/a"
+        lo, hi = (f"{v * scale:.{digits}g}" if math.isfinite(v) else "n/a" for v in self.bounds)
+        return f"{self.estimate * scale:.{digits}g}{suffix} [{lo}, {hi}]"
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return self.low, self.high
+
+
+def default_block(steps: int) -> int:
+    """Block length of the moving-block bootstrap: the cube root of the step count (>= 1)."""
+    return max(1, round(steps ** (1 / 3)))
+
+
+def resample_indices(
+    seeds: int, steps: int, n_boot: int, block: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Indices [n_boot, S] of resampled seeds and [n_boot, S, T] of their resampled steps
+    (circular moving blocks of `block` steps; `block` >= steps takes each seed's steps whole)."""
+    seed_idx = rng.integers(0, seeds, size=(n_boot, seeds))
+    if block >= steps:
+        step_idx = np.broadcast_to(np.arange(steps), (n_boot, seeds, steps))
+        return seed_idx, step_idx
+    n_blocks = -(-steps // block)
+    starts = rng.integers(0, steps, size=(n_boot, seeds, n_blocks, 1))
+    step_idx = (starts + np.arange(block)) % steps
+    return seed_idx, step_idx.reshape(n_boot, seeds, n_blocks * block)[..., :steps]
+
+
+def _seed_means(values_ST: np.ndarray) -> np.ndarray:
+    """Per-seed mean over finite steps; NaN for a seed with none."""
+    finite = np.isfinite(values_ST)
+    total = np.where(finite, values_ST, 0.0).sum(-1)
+    count = finite.sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _sample_means(values_ST: np.ndarray, seed_idx: np.ndarray, step_idx: np.ndarray) -> np.ndarray:
+    """Mean over seeds of per-seed step means, for each bootstrap sample: [n_boot]."""
+    picked = values_ST[seed_idx[..., None], step_idx]  # [n_boot, S, T]
+    return np.nanmean(_seed_means(picked), axis=-1)
+
+
+def _check(values_ST: np.ndarray, name: str) -> np.ndarray:
+    x = np.asarray(values_ST, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be [seeds, steps], got shape {x.shape}")
+    return x
+
+
+def _interval(
+    estimate: float, samples: np.ndarray, finite_ST: np.ndarray, level: float
+) -> Interval:
+    samples = samples[np.isfinite(samples)]
+    tail = (1.0 - level) / 2.0
+    if samples.size == 0 or not math.isfinite(estimate):
+        low = high = math.nan
+    else:
+        low, high = (float(v) for v in np.quantile(samples, [tail, 1.0 - tail]))
+    return Interval(
+        estimate=estimate,
+        low=low,
+        high=high,
+        seeds=int(finite_ST.any(-1).sum()),
+        steps=int(finite_ST.sum()),
+    )
+
+
+def _setup(
+    shape: tuple[int, ...], block: int | None, n_boot: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    seeds, steps = shape
+    rng = np.random.default_rng(seed)
+    return resample_indices(seeds, steps, n_boot, block or default_block(steps), rng)
+
+
+def mean_interval(
+    values_ST: np.ndarray,
+    *,
+    level: float = LEVEL,
+    n_boot: int = N_BOOT,
+    block: int | None = None,
+    seed: int = 0,
+) -> Interval:
+    """Mean over seeds of each seed's mean over finite steps, and its bootstrap interval."""
+    x = _check(values_ST, "values_ST")
+    finite = np.isfinite(x)
+    if not finite.any():
+        return _interval(math.nan, np.zeros(0), finite, level)
+    estimate = float(np.nanmean(_seed_means(x)))
+    seed_idx, step_idx = _setup(x.shape, block, n_boot, seed)
+    with warnings.catch_warnings():  # a resample may draw only seeds without a finite value
+        warnings.simplefilter("ignore", RuntimeWarning)
+        samples = _sample_means(x, seed_idx, step_idx)
+    return _interval(estimate, samples, finite, level)
+
+
+def paired_difference(a_ST: np.ndarray, b_ST: np.ndarray, **kwargs: Any) -> Interval:
+    """Mean of a - b over the (seed, step) cells where both are finite: `mean_interval` of the
+    paired differences (same seeds, same steps, so the same prompts)."""
+    a, b = _check(a_ST, "a_ST"), _check(b_ST, "b_ST")
+    if a.shape != b.shape:
+        raise ValueError(f"paired arrays differ in shape: {a.shape} vs {b.shape}")
+    return mean_interval(a - b, **kwargs)
+
+
+def ratio_of_means(
+    num_ST: np.ndarray,
+    den_ST: np.ndarray,
+    *,
+    level: float = LEVEL,
+    n_boot: int = N_BOOT,
+    block: int | None = None,
+    seed: int = 0,
+) -> Interval:
+    """sum(num) / sum(den) over cells where both are finite (e.g. the FP8 clip share over the
+    same run's BF16-shadow share: a multiplier), resampled as `mean_interval` resamples; NaN where
+    the denominator sums to 0."""
+    num, den = _check(num_ST, "num_ST"), _check(den_ST, "den_ST")
+    if num.shape != den.shape:
+        raise ValueError(f"ratio arrays differ in shape: {num.shape} vs {den.shape}")
+    finite = np.isfinite(num) & np.isfinite(den)
+    num, den = np.where(finite, num, 0.0), np.where(finite, den, 0.0)
+
+    def ratio(n: np.ndarray, d: np.ndarray) -> np.ndarray:
+        total_d = d.sum(axis=(-2, -1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(total_d > 0, n.sum(axis=(-2, -1)) / total_d, np.nan)
+
+    estimate = float(ratio(num, den))
+    if not finite.any():
+        return _interval(math.nan, np.zeros(0), finite, level)
+    seed_idx, step_idx = _setup(num.shape, block, n_boot, seed)
+    pick = (seed_idx[..., None], step_idx)
+    return _interval(estimate, ratio(num[pick], den[pick]), finite, level)

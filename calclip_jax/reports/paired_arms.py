@@ -1,0 +1,181 @@
+"""Paired tables of a seeded sweep: each arm against a baseline arm, and FP8 against its own shadow.
+
+    <sweep>/<arm>__seed<k>/   one run per arm and seed (sweeps.arms); a folder without the
+                              suffix counts as seed 0
+
+Arms of one seed share the prompts of every RL step, so "arm - baseline" is taken per (seed, step)
+and its interval comes from `analysis.paired` (seeds and blocks of steps resampled). The
+multiplier "FP8 clip share / BF16-shadow clip share" divides metrics of one run, on its own tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calclip_jax.analysis.paired import Interval, mean_interval, paired_difference, ratio_of_means
+from calclip_jax.reports.metrics import load_columns
+from calclip_jax.workdir.run_record import find_arms
+from calclip_jax.workdir.seed_names import split_seeded_name
+
+Runs = dict[str, dict[int, dict[str, np.ndarray]]]  # arm -> seed -> metric columns
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """A logged metric as a table row: its label, key, the steps it is read over, its scale."""
+
+    label: str
+    key: str
+    second_half: bool = False  # only RL steps after the middle of the run
+    percent: bool = False
+
+
+PAIRED_METRICS = (
+    Metric("reward (2nd half)", "reward_mean", second_half=True, percent=True),
+    Metric("eval accuracy (2nd half)", "eval_accuracy", second_half=True, percent=True),
+    Metric("entropy", "entropy"),
+    Metric("garbled share", "garbled_frac", percent=True),
+    Metric("mismatch k3", "mismatch_k3"),
+    Metric("gradient norm", "grad_norm"),
+)
+
+# label, the trainer's clip share, the same run's BF16-shadow share of the same tokens
+SHADOW_PAIRS = (
+    ("A<0 below the lower bound", "clip_frac_lower_neg", "clip_frac_lower_neg_ref"),
+    ("A>0 above the upper bound", "clip_frac_upper_pos", "clip_frac_upper_pos_ref"),
+)
+
+
+def load_seeded_runs(sweep_dir: str | Path) -> Runs:
+    """Every run under `sweep_dir`, grouped by arm and seed."""
+    runs: Runs = {}
+    for name, path in find_arms(sweep_dir).items():
+        arm, seed = split_seeded_name(name)
+        runs.setdefault(arm, {})[seed or 0] = load_columns(path)
+    return runs
+
+
+def step_matrix(
+    by_seed: Mapping[int, Mapping[str, np.ndarray]], seeds: Sequence[int], key: str, steps: int
+) -> np.ndarray:
+    """[len(seeds), steps] of metric `key` at RL steps 1..steps (NaN where not logged)."""
+    out = np.full((len(seeds), steps), np.nan)
+    for row, seed in enumerate(seeds):
+        cols = by_seed[seed]
+        if key not in cols or "step" not in cols:
+            continue
+        step = cols["step"]
+        keep = (step >= 1) & (step <= steps)
+        values = cols[key]
+        if values.dtype == object:
+            continue
+        out[row, step[keep] - 1] = values[keep]
+    return out
+
+
+def run_length(by_seed: Mapping[int, Mapping[str, np.ndarray]]) -> int:
+    """The shortest run's last RL step (0 without metrics): paired arrays stop there."""
+    ends = [
+        int(c["step"].max()) if c.get("step", np.zeros(0)).size else 0 for c in by_seed.values()
+    ]
+    return min(ends, default=0)
+
+
+def _window(x: np.ndarray, metric: Metric) -> np.ndarray:
+    return x[:, x.shape[1] // 2 :] if metric.second_half else x
+
+
+def _cell(interval: Interval, metric: Metric) -> str:
+    return interval.fmt(scale=100.0 if metric.percent else 1.0, suffix="")
+
+
+def paired_intervals(
+    runs: Runs, baseline: str, **boot: Any
+) -> dict[tuple[str, Metric], tuple[Interval, int]]:
+    """(arm, metric) -> (arm - baseline over shared seeds and steps, the paired run length), for
+    every other arm and every logged metric of PAIRED_METRICS."""
+    out = {}
+    for arm in sorted(set(runs) - {baseline}):
+        seeds = sorted(set(runs[arm]) & set(runs[baseline]))
+        if not seeds:
+            continue
+        steps = min(run_length(runs[arm]), run_length(runs[baseline]))
+        for metric in PAIRED_METRICS:
+            a = _window(step_matrix(runs[arm], seeds, metric.key, steps), metric)
+            b = _window(step_matrix(runs[baseline], seeds, metric.key, steps), metric)
+            got = paired_difference(a, b, **boot)
+            if got.steps:
+                out[arm, metric] = got, steps
+    return out
+
+
+def paired_rows(runs: Runs, baseline: str, **boot: Any) -> list[list[str]]:
+    """Rows "arm, metric, arm - baseline [90% interval], seeds x steps" for every other arm."""
+    return [
+        [arm, metric.label, _cell(got, metric), f"{got.seeds} x {steps}"]
+        for (arm, metric), (got, steps) in paired_intervals(runs, baseline, **boot).items()
+    ]
+
+
+def shadow_rows(runs: Runs, **boot: Any) -> list[list[str]]:
+    """Rows "arm, sign, FP8 share, shadow share, multiplier" for arms that logged a shadow."""
+    rows = []
+    for arm in sorted(runs):
+        seeds = sorted(runs[arm])
+        steps = run_length(runs[arm])
+        for label, key, ref_key in SHADOW_PAIRS:
+            trainer = step_matrix(runs[arm], seeds, key, steps)
+            shadow = step_matrix(runs[arm], seeds, ref_key, steps)
+            both = np.isfinite(trainer) & np.isfinite(shadow)
+            if not both.any():
+                continue
+            trainer, shadow = np.where(both, trainer, np.nan), np.where(both, shadow, np.nan)
+            rows.append(
+                [
+                    arm,
+                    label,
+                    mean_interval(trainer, **boot).fmt(scale=100.0),
+                    mean_interval(shadow, **boot).fmt(scale=100.0),
+                    ratio_of_means(trainer, shadow, **boot).fmt(suffix="x"),
+                ]
+            )
+    return rows
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def paired_report(runs: Runs, baseline: str, **boot: Any) -> str:
+    """Both tables as Markdown, with what the intervals are."""
+    if baseline not in runs:
+        raise ValueError(f"baseline arm {baseline!r} not among the runs: {sorted(runs)}")
+    return "\n\n".join(
+        [
+            f"### Paired against `{baseline}` (same seeds, same RL steps, same prompts)",
+            "Mean of arm - baseline per (seed, step); percentages in points; 90% bootstrap"
+            " interval over seeds and blocks of steps.",
+            markdown_table(
+                ["arm", "metric", "arm - baseline [90%]", "seeds x steps"],
+                paired_rows(runs, baseline, **boot),
+            ),
+            "### Clip shares against the same run's BF16 shadow (same tokens)",
+            markdown_table(
+                [
+                    "arm",
+                    "tokens",
+                    "trainer share % [90%]",
+                    "shadow share % [90%]",
+                    "trainer / shadow",
+                ],
+                shadow_rows(runs, **boot),
+            ),
+        ]
+    )

@@ -1,0 +1,46 @@
+"""Paired comparison of a seeded sweep's arms: each against a baseline, FP8 against its shadow.
+
+    python -m experiments.paired_report --sweep=results/smollm2 --baseline=bf16
+
+Reads every `<arm>__seed<k>` run under --sweep (calclip_jax.reports.paired_arms), prints the
+Markdown tables (arm - baseline per seed and RL step, clip shares against the same run's BF16
+shadow, each with a 90% bootstrap interval over seeds and blocks of steps); --out also writes them,
+--figure draws the paired differences as a forest plot (PNG).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from absl import app, flags
+
+from calclip_jax.reports.paired_arms import load_seeded_runs, paired_report
+
+_SWEEP = flags.DEFINE_string("sweep", None, "Folder of the sweep's run folders.", required=True)
+_BASELINE = flags.DEFINE_string("baseline", "bf16", "The arm every other is paired against.")
+_OUT = flags.DEFINE_string("out", None, "Also write the tables to this Markdown file.")
+_FIGURE = flags.DEFINE_string("figure", None, "Also draw the paired differences to this PNG.")
+_BOOT = flags.DEFINE_integer("n_boot", 4000, "Bootstrap resamples.")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    runs = load_seeded_runs(_SWEEP.value)
+    if not runs:
+        sys.exit(f"error: no run folders under {_SWEEP.value}")
+    try:
+        text = paired_report(runs, _BASELINE.value, n_boot=_BOOT.value)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
+    print(text)
+    if _OUT.value:
+        Path(_OUT.value).write_text(text + "\n")
+    if _FIGURE.value:
+        from calclip_jax.reports.paired_figure import paired_forest  # matplotlib only here
+
+        paired_forest(runs, _BASELINE.value, save=_FIGURE.value, n_boot=_BOOT.value)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,97 @@
+"""Paired bootstrap over seeds x steps (calclip_jax.analysis.paired)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calclip_jax.analysis.paired import (
+    default_block,
+    mean_interval,
+    paired_difference,
+    ratio_of_means,
+    resample_indices,
+)
+
+
+def test_blocks_are_consecutive_steps_modulo_the_run_length():
+    seed_idx, step_idx = resample_indices(3, 10, 50, 4, np.random.default_rng(0))
+    assert seed_idx.shape == (50, 3) and step_idx.shape == (50, 3, 10)
+    assert seed_idx.min() >= 0 and seed_idx.max() < 3
+    steps = step_idx.reshape(50, 3, -1)
+    for offset in range(0, 8, 4):  # the first two whole blocks of 4
+        block = steps[..., offset : offset + 4]
+        assert np.all((np.diff(block, axis=-1) % 10) == 1)
+
+
+def test_interval_covers_the_true_mean_about_as_often_as_stated():
+    rng = np.random.default_rng(0)
+    covered = [
+        not mean_interval(rng.normal(0.3, 1.0, (3, 30)), n_boot=400, seed=i).excludes(0.3)
+        for i in range(300)
+    ]
+    # the bootstrap over 3 seeds x 30 steps is a little narrow; 90% nominal, binomial slack
+    assert 0.78 <= np.mean(covered) <= 0.97
+
+
+def test_blocks_widen_the_interval_of_autocorrelated_steps():
+    rng = np.random.default_rng(1)
+    x = np.zeros((2, 100))
+    for t in range(1, 100):  # AR(1), phi = 0.9
+        x[:, t] = 0.9 * x[:, t - 1] + rng.normal(size=2)
+    width = lambda i: i.high - i.low
+    assert width(mean_interval(x, block=10)) > 1.5 * width(mean_interval(x, block=1))
+
+
+def test_paired_difference_is_the_interval_of_the_differences():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(2, 20)), rng.normal(size=(2, 20))
+    assert paired_difference(a, b) == mean_interval(a - b)
+    with pytest.raises(ValueError, match="differ in shape"):
+        paired_difference(a, b[:, :10])
+    with pytest.raises(ValueError, match="seeds, steps"):
+        mean_interval(a[0])
+
+
+def test_missing_cells_and_seeds_are_skipped_and_counted():
+    x = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan], [5.0, 5.0, np.nan]])
+    got = mean_interval(x)
+    assert got.estimate == pytest.approx((2.0 + 5.0) / 2)  # each seed weighs the same
+    assert (got.seeds, got.steps) == (2, 4)
+    empty = mean_interval(np.full((2, 3), np.nan))
+    assert math.isnan(empty.estimate) and empty.fmt() == "n/a"
+
+
+def test_ratio_of_means_is_the_ratio_of_sums_and_undefined_on_zero_denominators():
+    num = np.array([[0.2, 0.4], [0.1, np.nan]])
+    den = np.array([[0.1, 0.1], [0.1, 0.3]])
+    got = ratio_of_means(num, den)
+    assert got.estimate == pytest.approx(0.7 / 0.3)
+    assert got.low <= got.estimate <= got.high
+    assert math.isnan(ratio_of_means(num, np.zeros_like(den)).estimate)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(1, 4),
+    st.integers(1, 12),
+    st.floats(-5, 5, allow_nan=False),
+    st.integers(0, 2**31 - 1),
+)
+def test_shifting_the_data_shifts_the_interval(seeds, steps, shift, seed):
+    x = np.random.default_rng(seed).normal(size=(seeds, steps))
+    base, moved = mean_interval(x, n_boot=200), mean_interval(x + shift, n_boot=200)
+    for b, m in zip(
+        (base.estimate, base.low, base.high), (moved.estimate, moved.low, moved.high), strict=True
+    ):
+        assert m == pytest.approx(b + shift, abs=1e-9)
+    const = mean_interval(np.full((seeds, steps), shift), n_boot=50)
+    assert const.low == pytest.approx(shift) and const.high == pytest.approx(shift)
+
+
+def test_default_block_grows_with_the_cube_root():
+    assert [default_block(n) for n in (1, 8, 27, 100)] == [1, 2, 3, 5]

@@ -1,0 +1,99 @@
+"""Paired tables of a seeded sweep (calclip_jax.reports.paired_arms, experiments.paired_report)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calclip_jax.reports.paired_arms import (
+    load_seeded_runs,
+    paired_report,
+    paired_rows,
+    shadow_rows,
+    step_matrix,
+)
+from calclip_jax.workdir.run_record import METRICS_FILE, metrics_line
+from calclip_jax.workdir.seed_names import seeded_name, split_seeded_name
+
+STEPS = 12
+
+
+def _write_run(folder: Path, rows: list[dict]) -> None:
+    folder.mkdir(parents=True)
+    (folder / METRICS_FILE).write_text("".join(metrics_line(r) for r in rows))
+
+
+def _sweep(tmp_path: Path, fp8_reward_gap: float = 0.1) -> Path:
+    """bf16 and fp8 arms at seeds 1, 2: fp8's reward is bf16's (per step) minus the gap; the fp8
+    arm clips 3x its shadow's share on A<0 tokens."""
+    rng = np.random.default_rng(0)
+    for seed in (1, 2):
+        prompts = rng.uniform(0.2, 0.8, STEPS)  # per-step difficulty shared by the arms
+        bf16 = [{"step": t + 1, "reward_mean": p, "entropy": 0.5} for t, p in enumerate(prompts)]
+        fp8 = [
+            {
+                "step": t + 1,
+                "reward_mean": p - fp8_reward_gap,
+                "entropy": 0.6,
+                "clip_frac_lower_neg": 0.03,
+                "clip_frac_lower_neg_ref": 0.01,
+            }
+            for t, p in enumerate(prompts)
+        ]
+        _write_run(tmp_path / f"bf16__seed{seed}", bf16)
+        _write_run(tmp_path / f"fp8__seed{seed}", fp8)
+    return tmp_path
+
+
+def test_runs_group_by_arm_and_seed_and_align_on_steps(tmp_path):
+    _write_run(tmp_path / "solo", [{"step": 2, "reward_mean": 1.0}])
+    runs = load_seeded_runs(_sweep(tmp_path / "sweep"))
+    assert {a: sorted(s) for a, s in runs.items()} == {"bf16": [1, 2], "fp8": [1, 2]}
+    assert list(load_seeded_runs(tmp_path)) == ["solo"]  # no suffix: seed 0
+    x = step_matrix(load_seeded_runs(tmp_path)["solo"], [0], "reward_mean", 3)
+    np.testing.assert_array_equal(x, [[np.nan, 1.0, np.nan]])
+
+
+def test_pairing_removes_the_shared_prompt_difficulty(tmp_path):
+    runs = load_seeded_runs(_sweep(tmp_path))
+    rows = {r[1]: r for r in paired_rows(runs, "bf16", n_boot=200)}
+    # per-step prompts vary by +-0.3, yet the paired interval is exact: -10 points
+    assert rows["reward (2nd half)"][2] == "-10 [-10, -10]"
+    assert rows["reward (2nd half)"][3] == f"2 x {STEPS}"
+    assert rows["entropy"][2].startswith("0.1 [")
+    assert "gradient norm" not in rows  # not logged: no row
+
+
+def test_the_shadow_multiplier_divides_metrics_of_one_run(tmp_path):
+    rows = shadow_rows(load_seeded_runs(_sweep(tmp_path)), n_boot=200)
+    assert [r[:2] for r in rows] == [["fp8", "A<0 below the lower bound"]]
+    assert rows[0][4] == "3x [3, 3]"
+
+
+def test_cli_prints_and_writes_the_tables_and_names_a_missing_baseline(tmp_path):
+    sweep, out = _sweep(tmp_path / "sweep"), tmp_path / "paired.md"
+    cmd = [sys.executable, "-m", "experiments.paired_report", f"--sweep={sweep}", "--n_boot=100"]
+    fig = tmp_path / "paired.png"
+    done = subprocess.run(
+        [*cmd, f"--out={out}", f"--figure={fig}"], capture_output=True, text=True, check=True
+    )
+    assert fig.read_bytes().startswith(b"\x89PNG")
+    assert "| fp8 | reward (2nd half) | -10 [-10, -10] |" in done.stdout
+    assert out.read_text().strip() == done.stdout.strip()
+    bad = subprocess.run([*cmd, "--baseline=fp32"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "baseline arm 'fp32' not among the runs" in bad.stderr
+
+
+def test_report_refuses_an_unknown_baseline(tmp_path):
+    with pytest.raises(ValueError, match="not among the runs"):
+        paired_report(load_seeded_runs(_sweep(tmp_path)), "nope")
+
+
+def test_seeded_names_round_trip():
+    assert split_seeded_name(seeded_name("fp8_tensor_tis", 3)) == ("fp8_tensor_tis", 3)
+    assert split_seeded_name(seeded_name("a__seedx", -1)) == ("a__seedx", -1)
+    assert split_seeded_name("bf16") == ("bf16", None)
