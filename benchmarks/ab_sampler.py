@@ -17,13 +17,9 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
-from io import BytesIO
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,37 +29,15 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import bench_grpo_step as bench
+from benchmarks.revision import REV_PACKAGE, import_revision
 from benchmarks.timing import timed
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.rollout import sampler
 from calclip_jax.train import init_variables
-from calclip_jax.workdir.run_info import CODE_DIR, cpu_description
+from calclip_jax.workdir.run_info import cpu_description
 
 _REV = flags.DEFINE_string("rev", None, "Git revision to compare against (e.g. HEAD).")
 _PAIRS = flags.DEFINE_integer("pairs", 30, "Interleaved (checkout, revision) call pairs.")
-
-REV_PACKAGE = "calclip_jax_at_rev"
-
-
-def import_revision(rev: str, into: Path) -> ModuleType:
-    """`calclip_jax.rollout.sampler` as of `rev`, imported from a copy under `into`."""
-    try:
-        archive = subprocess.run(
-            ["git", "-C", str(CODE_DIR), "archive", "--format=tar", rev, "calclip_jax"],
-            capture_output=True,
-            check=True,
-        ).stdout
-    except subprocess.CalledProcessError as e:
-        sys.exit(f"git archive {rev} failed: {e.stderr.decode().strip()}")
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    package = into / REV_PACKAGE
-    (into / "calclip_jax").rename(package)
-    own_imports = re.compile(r"^(\s*)(from|import) calclip_jax\b", re.M)
-    for path in package.rglob("*.py"):
-        path.write_text(own_imports.sub(rf"\1\2 {REV_PACKAGE}", path.read_text()))
-    sys.path.insert(0, str(into))
-    return importlib.import_module(f"{REV_PACKAGE}.rollout.sampler")
 
 
 def draw(module: ModuleType, params: Any, recipe: Any, prompts: np.ndarray, seed: int) -> Any:

@@ -6,7 +6,7 @@
    and each compiled step's scratch memory (XLA temp buffers) in [n, n] float32 arrays.
 
 On CPU the FP8 paths are emulated (XLA upcasts), so ratios show emulation overhead, not FP8
-speed-ups; see gpu_fp8_gemm.py for Hopper. Usage: python -m benchmarks.bench_fp8 [--sizes=512,1024]
+speed-ups; see gpu_run.py for Hopper. Usage: python -m benchmarks.bench_fp8 [--sizes=512,1024]
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -37,6 +38,7 @@ from absl import app, flags
 from benchmarks.machine_noise import cpu_noise, cpu_sample, is_noisy, wait_for_idle
 from benchmarks.timing import PhaseClock, summarize
 from calclip_jax.config import build_run_spec
+from calclip_jax.config.spec import RunSpec
 from calclip_jax.data import load_split
 from calclip_jax.train.collect import run_collector
 from calclip_jax.train.ppo_update import plan_rng
@@ -82,32 +84,85 @@ def parse_value(text: str) -> Any:
         return {"true": True, "false": False}.get(text.lower(), text)
 
 
-def workload_config() -> Any:
-    """configs/smollm2.py with the anchor's workload and the `--set` overrides."""
-    config = smollm2.get_config(_ARM.value)
+def workload_config(
+    arm: str = "",
+    precision: str = "fp32",
+    prompts: int = 16,
+    group: int = 8,
+    new_tokens: int = 32,
+    sets: Sequence[str] = (),
+) -> Any:
+    """configs/smollm2.py's `arm` (or, with none, `precision` for rollout and trainer) with the
+    anchor's workload of `prompts` x `group` samples of `new_tokens`, then the `key=value` sets."""
+    config = smollm2.get_config(arm)
     overrides: dict[str, Any] = {
-        "rollout.prompts_per_step": _PROMPTS.value,
-        "rollout.samples_per_prompt": _GROUP.value,
-        "rollout.max_new_tokens": _NEW_TOKENS.value,
+        "rollout.prompts_per_step": prompts,
+        "rollout.samples_per_prompt": group,
+        "rollout.max_new_tokens": new_tokens,
         "rollout.temperature": 1.0,
         "sft.updates": 0,
         "train.learning_rate": 1e-6,
         "train.num_minibatches": 4,
     }
-    if not _ARM.value:
-        overrides.update(
-            {"rollout.precision": _PRECISION.value, "train.precision": _PRECISION.value}
-        )
-    for item in _SET.value:
+    if not arm:
+        overrides.update({"rollout.precision": precision, "train.precision": precision})
+    for item in sets:
         key, _, value = item.partition("=")
         overrides[key] = parse_value(value)
     return apply_overrides(config, overrides)
 
 
+def measure_rl_steps(
+    spec: RunSpec, steps: int, warmup: int, log: Callable[[str], None] = log
+) -> dict[str, Any]:
+    """Runs `warmup` + `steps` + 1 RL steps of `spec` from its starting params (the last one only
+    closes the last period), every sampled row exactly `rollout.max_new_tokens` long; returns the
+    step period and phase times (medians over the `steps` measured ones), rows, prompt length,
+    rollout tokens/s and each step's mean reward."""
+    run = spec.config
+    train = load_split(spec.task, "train", spec.data_dir)
+    collector = run_collector(spec, train)
+    collector = dataclasses.replace(collector, tokenizer=NoEosTokenizer(spec.tokenizer))
+    trainer = run_trainer(spec, starting_params(spec))
+    state, updater = trainer.state, trainer.updater
+    clock = PhaseClock(updater)
+    starts, phases, rewards = [], [], []
+    for step in range(1, warmup + steps + 2):  # a trailing step closes the last period
+        starts.append(time.perf_counter())
+        got = collector.collect(state.params, None, step)
+        t_rollout = time.perf_counter() - starts[-1]
+        rewards.append(got.metrics["reward_mean"])
+        state, _, _ = updater.update(state, got.batch, plan_rng(run.seed, step), step)
+        phases.append({"rollout": t_rollout, **clock.take()})
+        log(f"RL step {step}: {time.perf_counter() - starts[-1]:.1f} s "
+            + " ".join(f"{k} {v:.1f}" for k, v in phases[-1].items()))  # fmt: skip
+    period = list(np.diff(starts))
+    measured = slice(warmup, warmup + steps)
+    split = {
+        name: summarize([p.get(name, 0.0) for p in phases[measured]])
+        for name in ("rollout", "logprobs", "update")
+    }
+    rows = run.rollout.prompts_per_step * run.rollout.samples_per_prompt
+    return {
+        "first_step_s": period[0],
+        "step_time_s": summarize(period[measured]),
+        "rollout_s": split["rollout"],
+        "logprobs_s": split["logprobs"],
+        "policy_update_s": split["update"],
+        "rows": rows,
+        "prompt_tokens": collector.prompt_len,
+        "rollout_gen_tokens_per_s": rows * run.rollout.max_new_tokens / split["rollout"]["median"],
+        "reward_mean": rewards,
+    }
+
+
 def main(argv: list[str]) -> None:
     del argv
     t0 = time.perf_counter()
-    spec = build_run_spec(workload_config())
+    config = workload_config(
+        _ARM.value, _PRECISION.value, _PROMPTS.value, _GROUP.value, _NEW_TOKENS.value, _SET.value
+    )
+    spec = build_run_spec(config)
     run = spec.config
     result: dict[str, Any] = {
         "library": "calclip_jax",
@@ -122,41 +177,9 @@ def main(argv: list[str]) -> None:
         "overrides": list(_SET.value),
         "wait_idle": wait_for_idle(_WAIT_IDLE.value, log) if _WAIT_IDLE.value > 0 else None,
     }
-    train = load_split(spec.task, "train", spec.data_dir)
-    collector = run_collector(spec, train)
-    collector = dataclasses.replace(collector, tokenizer=NoEosTokenizer(spec.tokenizer))
-    trainer = run_trainer(spec, starting_params(spec))
-    state, updater = trainer.state, trainer.updater
-    clock = PhaseClock(updater)
     before = cpu_sample()
-    n_steps = _WARMUP.value + _STEPS.value + 1  # a trailing step closes the last period
-    starts, phases, rewards = [], [], []
-    for step in range(1, n_steps + 1):
-        starts.append(time.perf_counter())
-        got = collector.collect(state.params, None, step)
-        t_rollout = time.perf_counter() - starts[-1]
-        rewards.append(got.metrics["reward_mean"])
-        state, _, _ = updater.update(state, got.batch, plan_rng(run.seed, step), step)
-        phases.append({"rollout": t_rollout, **clock.take()})
-        log(f"RL step {step}: {time.perf_counter() - starts[-1]:.1f} s "
-            + " ".join(f"{k} {v:.1f}" for k, v in phases[-1].items()))  # fmt: skip
-    period = list(np.diff(starts))
-    measured = slice(_WARMUP.value, _WARMUP.value + _STEPS.value)
-    split = {
-        name: summarize([p.get(name, 0.0) for p in phases[measured]])
-        for name in ("rollout", "logprobs", "update")
-    }
-    rows = _PROMPTS.value * _GROUP.value
+    result.update(measure_rl_steps(spec, _STEPS.value, _WARMUP.value))
     result.update(
-        first_step_s=period[0],
-        step_time_s=summarize(period[measured]),
-        rollout_s=split["rollout"],
-        logprobs_s=split["logprobs"],
-        policy_update_s=split["update"],
-        rows=rows,
-        prompt_tokens=collector.prompt_len,
-        rollout_gen_tokens_per_s=rows * _NEW_TOKENS.value / split["rollout"]["median"],
-        reward_mean=rewards,
         peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         cpu_noise=cpu_noise(before, cpu_sample()),
         total_wall_s=time.perf_counter() - t0,

@@ -12,20 +12,15 @@ of the sampler under one outer `jax.jit`, whose compiled HLO names the traced op
 
 from __future__ import annotations
 
-import collections
-import glob
-import gzip
-import json
-import re
 import statistics
-import tempfile
-from collections.abc import Callable
 
 import jax
 import numpy as np
 from absl import app, flags
 
 from benchmarks import bench_grpo_step as bench
+from benchmarks import profile_trace
+from benchmarks.profile_trace import OpTimes, op_kind, op_sources, traced_op_kinds
 from benchmarks.timing import timed
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.train import init_variables
@@ -35,64 +30,10 @@ _TRACED = flags.DEFINE_integer("traced", 5, "Sampler calls in the profiler trace
 _TOP = flags.DEFINE_integer("top", 12, "Op kinds printed.")
 _BY_SOURCE = flags.DEFINE_bool("by_source", False, "Split op kinds by the code that emitted them.")
 
-NOT_OPS = ("Thunk", "Pjit", "PjRt", "Slinky")  # dispatch and thread-pool events, not XLA ops
 
-
-def op_kind(name: str) -> str:
-    """An XLA op's kind: its name without the numeric suffix (`ynn_fusion.12` -> `ynn_fusion`)."""
-    return re.sub(r"\.\d+$", "", name)
-
-
-def op_sources(hlo_text: str) -> dict[str, str]:
-    """{op name: `op_name` metadata, its jit prefix and layer index dropped} of compiled HLO."""
-    sources = {}
-    for line in hlo_text.splitlines():
-        m = re.match(r'\s*(?:ROOT )?%?([\w.\-]+) = .*?op_name="([^"]+)"', line)
-        if m:
-            sources[m.group(1)] = re.sub(r"layers_\d+", "L", m.group(2).split("/", 1)[-1])
-    return sources
-
-
-def op_time_per_kind(
-    trace_dir: str, calls: int, kind_of: Callable[[str], str] = op_kind
-) -> dict[str, tuple[float, float]]:
-    """{`kind_of(op name)`: (ms per call, times per call)} from the trace in `trace_dir`."""
-    (path,) = glob.glob(f"{trace_dir}/**/*.trace.json.gz", recursive=True)
-    with gzip.open(path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    total_us, count = collections.defaultdict(float), collections.Counter()
-    for e in events:
-        name = e["name"]
-        if name.startswith(("$", "end: ")) or any(s in name for s in NOT_OPS):
-            continue
-        kind = kind_of(name)
-        total_us[kind] += e["dur"]
-        count[kind] += 1
-    return {k: (total_us[k] / calls / 1e3, count[k] / calls) for k in total_us}
-
-
-def traced_op_kinds(
-    run: Callable[[int], None], calls: int, kind_of: Callable[[str], str] = op_kind
-) -> dict[str, tuple[float, float]]:
-    """`op_time_per_kind` of a `jax.profiler` trace of `run(0)` ... `run(calls - 1)`."""
-    with tempfile.TemporaryDirectory() as trace_dir:
-        jax.profiler.start_trace(trace_dir)
-        for i in range(calls):
-            run(i)
-        jax.profiler.stop_trace()
-        return op_time_per_kind(trace_dir, calls, kind_of)
-
-
-def print_op_kinds(
-    kinds: dict[str, tuple[float, float]], unit: str, count_unit: str, per_count: int = 1
-) -> None:
-    """The `--top` op kinds by time: ms per `unit`, share, times per `count_unit` (`per_count`
-    of them in a `unit`)."""
-    all_ms = sum(ms for ms, _ in kinds.values())
-    print(f"op time per {unit} {all_ms:.1f} ms; by kind (per {unit}, share, times per "
-          f"{count_unit}):")  # fmt: skip
-    for kind, (ms, n) in sorted(kinds.items(), key=lambda kv: -kv[1][0])[: _TOP.value]:
-        print(f"  {ms:7.2f} ms {ms / all_ms:6.1%} {n / per_count:7.1f}x  {kind}")
+def print_op_kinds(kinds: OpTimes, unit: str, count_unit: str, per_count: int = 1) -> None:
+    """`profile_trace.print_op_kinds` of the `--top` kinds."""
+    profile_trace.print_op_kinds(kinds, unit, count_unit, per_count, _TOP.value)
 
 
 def main(argv: list[str]) -> None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import jax
 
-from calclip_jax.train import PPOUpdater
+if TYPE_CHECKING:  # not at run time: calclip_jax.train needs ml_collections, which gpu_run's
+    # gemm and step sections do without (a lent GPU lacks it unless carried)
+    from calclip_jax.train import PPOUpdater
 
 Stat = Literal["median", "mean"]
 

@@ -25,6 +25,9 @@ Phases:
   smollm2      the real model (configs/smollm2.py, SmolLM2-135M-Instruct on 2-digit chat
                addition): BF16, FP8 tensor and block, each with TIS and with TIS + CalClip,
                sized to about two hours of this 2-core CPU (REAL_MODEL_COMMON).
+  smollm2_powered  the powered real-model study (docs/study_plan.md): the smollm2 arms, CalClip
+               with the lower bound only, FP8 per-tensor in the rollout alone and in the trainer
+               alone; seeds 1-3, 40 RL steps, one forward program, a shadow in every arm.
 Scale: the 0.1M-parameter default model (calclip_jax/config/schema.py), 16 prompts x 8 samples
 per step, 4 minibatch updates per step, 60 RL steps (stress phases: 16 updates, 300 steps).
 """
@@ -37,6 +40,7 @@ from calclip_jax.config.config_dict import ConfigError
 from configs.arms import ARMS, FP8_PRESET_SUFFIXES
 
 STUDY_COMMON = {
+    "calibration.lower_min": 0.0,  # the committed runs predate the floor under the lower bound
     "train.steps": 60,
     "train.num_minibatches": 4,
     "eval.every": 10,
@@ -121,6 +125,7 @@ def boundary_arms() -> dict[str, dict]:
 
 
 STRESS_COMMON = {
+    "calibration.lower_min": 0.0,  # the committed runs predate the floor under the lower bound
     "train.steps": 300,
     "train.ppo_epochs": 4,  # 4 epochs x 4 minibatches = 16 updates per rollout batch
     "train.num_minibatches": 4,
@@ -204,6 +209,7 @@ REAL_MODEL_ARMS = (
     "fp8_block_tis_calib",
 )
 REAL_MODEL_COMMON = {
+    "calibration.lower_min": 0.0,  # the committed runs predate the floor under the lower bound
     "train.share_prompt": False,  # the committed runs predate the shared-prompt default
     "train.steps": 20,
     "eval.every": 5,
@@ -217,6 +223,32 @@ REAL_MODEL_COMMON = {
 def real_model_arms() -> dict[str, dict]:
     """The headline arms on SmolLM2-135M-Instruct (calibration without EMA: the default)."""
     return {name: _arm(name) for name in REAL_MODEL_ARMS}
+
+
+POWERED_SEEDS = (1, 2, 3)
+POWERED_COMMON = {  # today's fast path (configs/smollm2.py's defaults) plus:
+    "train.same_forward": True,  # r = 1 at theta_old at every update, in every arm
+    "calibration.shadow_every": 1,  # every arm logs its BF16 shadow on its own tokens
+    "calibration.sample": "batch",  # bounds from the whole RL step's batch, not one minibatch
+    "train.steps": 40,
+    "eval.every": 10,
+    "log.quiet": True,
+    "log.checkpoint_every": 5,
+    "log.ratios_every": 10,
+    "log.samples_every": 10,
+}
+
+
+def powered_arms() -> dict[str, dict]:
+    """The powered real-model study (issue #35): the headline arms, CalClip with the lower bound
+    only, and the attribution arms (FP8 per-tensor in the rollout alone, in the trainer alone)."""
+    arms = real_model_arms()
+    arms["fp8_tensor_tis_calib_lower"] = _arm(
+        "fp8_tensor_tis_calib", **{"calibration.upper_rule": "fixed"}
+    )
+    arms["fp8_tensor_rollout"] = _arm("bf16", **{"rollout.precision": "fp8_tensor"})
+    arms["fp8_tensor_trainer"] = _arm("bf16", **{"train.precision": "fp8_tensor"})
+    return arms
 
 
 COUNTDOWN_PHASES = (
@@ -244,7 +276,8 @@ BOUNDARY_SEARCH_PHASES = (
     "ladder",
     "ladder_countdown",
 )
-REAL_MODEL_PHASES = ("smollm2",)  # reported on their own, apart from the toy-scale aggregates
+# reported on their own, apart from the toy-scale aggregates
+REAL_MODEL_PHASES = ("smollm2", "smollm2_powered")
 PHASES = {
     "granularity": granularity_arms,
     "headline": headline_arms,
@@ -261,6 +294,7 @@ PHASES = {
     "ladder": ladder_arms,
     "ladder_countdown": ladder_arms,
     "smollm2": real_model_arms,
+    "smollm2_powered": powered_arms,
 }
 
 
@@ -273,9 +307,15 @@ def get_config(phase: str = "granularity") -> ConfigDict:
     else:
         c.base = "configs/countdown.py" if phase in COUNTDOWN_PHASES else "configs/grpo.py"
     c.arms = ConfigDict(PHASES[phase](), allow_dotted_keys=True)
-    seeds = {"headline": (0, 1, 2), "stress_seeds": STRESS_SEEDS, "stress_dapo_seeds": STRESS_SEEDS}
+    seeds = {
+        "headline": (0, 1, 2),
+        "stress_seeds": STRESS_SEEDS,
+        "stress_dapo_seeds": STRESS_SEEDS,
+        "smollm2_powered": POWERED_SEEDS,
+    }
     c.seeds = list(seeds.get(phase, ()))
     common = STRESS_COMMON if phase in STRESS_SETTING else STUDY_COMMON
-    common = REAL_MODEL_COMMON if phase in REAL_MODEL_PHASES else common
+    common = REAL_MODEL_COMMON if phase == "smollm2" else common
+    common = POWERED_COMMON if phase == "smollm2_powered" else common
     c.common = ConfigDict(common, allow_dotted_keys=True)
     return c

@@ -59,12 +59,12 @@ class UpdateConfig:
             raise ValueError("micro_batches > 1 takes no delayed-scaling recipe")
         if self.same_forward and self.recipe.any_delayed:
             raise ValueError("same_forward takes no delayed-scaling recipe")
-        if self.calibration.enabled:
+        if self.calibration.traces_shadow:
             PrecisionRecipe.preset(self.calibration.shadow_precision)  # validates the name
 
     @property
     def shadow_recipe(self) -> PrecisionRecipe:
-        """Precision of the calibration reference forwards (BF16 by default)."""
+        """Precision of the shadow (calibration reference) forwards (BF16 by default)."""
         return PrecisionRecipe.preset(self.calibration.shadow_precision)
 
 
@@ -162,7 +162,7 @@ def shared_prompt(run: RunConfig) -> PromptGroups | None:
             f"split into train.num_minibatches={t.num_minibatches} minibatches of whole groups"
         )
     presets = {"train.precision": t.precision}  # a preset's scaling (fwd_format keeps it)
-    if run.calibration.enabled:
+    if run.calibration.traces_shadow:
         presets["calibration.shadow_precision"] = run.calibration.shadow_precision
     for key, name in presets.items():
         if PrecisionRecipe.preset(name).any_delayed:
@@ -208,9 +208,9 @@ def same_forward(run: RunConfig) -> bool:
 
 
 def check_calibration(run: RunConfig, rl: RLPreset) -> None:
-    """The shadow precision is a preset; a set `upper_max` caps the calibrated upper bound, so it
-    may not lie below the static one (1 + eps_high), which calibration reproduces when the FP8
-    and reference ratios agree."""
+    """The shadow precision is a preset; a set `upper_max` caps the calibrated upper bound and a
+    set `lower_min` floors the lower one, so neither may cut off the static bound (1 + eps_high,
+    1 - eps_low), which calibration reproduces when the FP8 and reference ratios agree."""
     c = run.calibration
     if c.shadow_precision not in PRESETS:
         raise ConfigError(
@@ -221,6 +221,12 @@ def check_calibration(run: RunConfig, rl: RLPreset) -> None:
         raise ConfigError(
             f"calibration.upper_max={c.upper_max} is below the static upper clip bound "
             f"1 + rl.eps_high = {static_upper:g}"
+        )
+    static_lower = rl.clip_bounds[0]
+    if c.enabled and c.lower_min is not None and c.lower_min > static_lower:
+        raise ConfigError(
+            f"calibration.lower_min={c.lower_min} is above the static lower clip bound "
+            f"1 - rl.eps_low = {static_lower:g}"
         )
 
 
@@ -298,7 +304,7 @@ def resolved_record(spec: RunSpec) -> dict[str, Any]:
         "rollout_recipe": spec.rollout_recipe.to_dict(),
         "train_recipe": spec.update.recipe.to_dict(),
         "shadow_recipe": (
-            spec.update.shadow_recipe.to_dict() if spec.config.calibration.enabled else None
+            spec.update.shadow_recipe.to_dict() if spec.config.calibration.traces_shadow else None
         ),
         "model": spec.model.to_dict(),
         "checkpoint": spec.checkpoint,

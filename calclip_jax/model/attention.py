@@ -83,6 +83,14 @@ def _attend_one_position(
     return out_BKRH.reshape(b, 1, n, h)
 
 
+def dot_precision(dtype: jnp.dtype) -> jax.lax.Precision | jax.lax.DotAlgorithmPreset:
+    """The `precision` of attention's two matmuls on `dtype` operands: float32 at HIGHEST (no
+    TF32), bfloat16 the bf16 x bf16 -> f32 algorithm (its gradients' dots take bf16 operands)."""
+    if jnp.dtype(dtype) == jnp.float32:
+        return jax.lax.Precision.HIGHEST
+    return jax.lax.DotAlgorithmPreset.BF16_BF16_F32
+
+
 @functools.partial(jax.checkpoint, static_argnums=(4, 5, 6))
 def _attention(
     q_BTNH: jax.Array,
@@ -94,11 +102,16 @@ def _attention(
     v_axes: str,
 ) -> jax.Array:
     """`attend` on k, v with axes `k_axes`, `v_axes`; rematerialized, so a differentiated call
-    (the shared-prompt forward) saves its operands, not the [B, N, T, S] scores."""
+    (the shared-prompt forward) saves its operands, not the [B, N, T, S] scores.
+
+    bfloat16: both matmuls run the bf16 x bf16 -> f32 algorithm, as `jax.nn.dot_product_attention`
+    (the trainer's path) does, so their backward dots round the float32 cotangents to bfloat16
+    operands too (without it, a float32 cotangent would make them float32 x float32 dots); the
+    forward is bitwise the plain bf16 dots' on XLA-CPU (`test_model_cached_attention.py`)."""
     b, t, n, h = q_BTNH.shape
     k_heads = k.shape[k_axes.index("k")]
     q_BTKRH = q_BTNH.reshape(b, t, k_heads, n // k_heads, h).astype(dtype)
-    prec = jax.lax.Precision.HIGHEST if dtype == jnp.float32 else None
+    prec = dot_precision(dtype)
     scores_BKRTS = jnp.einsum(
         f"btkrh,{k_axes}->bkrts",
         q_BTKRH,

@@ -10,7 +10,8 @@ gradients through the repeat.
 The numbers are those of the whole-sequence forward up to float rounding, not bitwise: the GEMMs
 see other shapes, attention is `attend_cached` (the cached path) for every recipe (on CUDA, bf16
 then gives up cuDNN flash attention: the [B, heads, N, P + N] scores are materialized in the
-forward and recomputed in the backward), each
+forward and recomputed in the backward; its bf16 dots declare the bf16 x bf16 -> f32 algorithm,
+so the backward's take bf16 operands as the whole-sequence path's do), each
 response's gradient into the prompt's K/V is summed over the group in the K/V cache's storage dtype
 (bfloat16 for the BF16 and FP8 presets), and FP8 current scaling takes its amax per part (the
 prompt rows, then the response rows) instead of over the whole sequence. Delayed scaling is not

@@ -17,7 +17,10 @@ Over valid tokens, with static bounds L0 = 1 - eps_low, U0 = 1 + eps_high:
             radix bisection (`solver`), both exact. If the reference or FP8 negative mass is 0 the
             target is undefined: U = U0. If the target exceeds the total positive mass: U = +inf,
             which the cap turns into `upper_max` (aux `calib_upper_capped` = 1).
-- clamps: lower into [lower_min, lower_max] (default [0, 1]); upper into [max(upper_min, lower),
+- clamps: lower into [lower_min, lower_max] with lower_max = 1 and lower_min = max(0, 1 - 2 *
+  eps_low) by default (`lower_floor`; unfloored, a small q with spread FP8 ratios follows the
+  smallest A<0 ratios down: SmolLM2's committed runs carried 0.01, lower clipping effectively
+  off), the floor reported (aux `calib_lower_floored` = 1); upper into [max(upper_min, lower),
   upper_max] with upper_min = 1 and upper_max = 1 + 2 * eps_high by default (an uncapped balance
   rule drifts to 2-2.7 at toy scale: upper clipping effectively off).
 - no A<0 tokens -> lower = L0; no A>0 tokens -> upper = U0 (quantile, balance);
@@ -39,34 +42,82 @@ from calclip_jax.rl.quantile import masked_order_statistic, weighted_select
 
 UPPER_RULES = ("balance", "quantile", "scaled", "fixed")
 SOLVERS = ("auto", "sort", "bisect")
+SAMPLES = ("minibatch", "batch")
+CALIB_METRICS = (  # the aux metrics of `calibrated_bounds_with_aux`
+    "calib_q_lower",
+    "calib_q_upper",
+    "calib_balance_target",
+    "calib_balance_ratio",
+    "calib_upper_raw",
+    "calib_upper_capped",
+    "calib_lower_raw",
+    "calib_lower_floored",
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class CalibrationConfig:
-    """Knobs of Calibrated Clipping. The period counts RL steps: RL steps 1, 1 + period, ...
-    calibrate, at every update of their batch where theta != theta_old (all but the first; see
-    `train/update_step.py`), each smoothing its bounds into the state."""
+    """Knobs of Calibrated Clipping and of the BF16 shadow it compares against. Periods count RL
+    steps: RL steps 1, 1 + period, ... calibrate, never from an update at theta == theta_old
+    (`takes_calibration_sample`; see `train/update_step.py`, `train/pooled_calibration.py`)."""
 
-    enabled: bool = False  # off: static bounds, no shadow forwards
+    enabled: bool = False  # off: static bounds (no shadow forwards unless shadow_every is set)
     upper_rule: str = "balance"  # one of UPPER_RULES
     period: int = 1  # calibrate in every `period`-th RL step (rollout batch); the paper: 20
-    ema_beta: float = (
-        0.0  # bounds <- beta * old + (1 - beta) * new per calibrating update; 0 = none
-    )
+    ema_beta: float = 0.0  # bounds <- beta * old + (1 - beta) * new per calibration; 0 = none
     upper_max: float | None = None  # cap on the upper bound; None -> 1 + 2 * eps_high
+    lower_min: float | None = None  # floor under the lower bound; None -> max(0, 1 - 2 * eps_low)
     solver: str = "auto"  # order statistics / balance solve: auto | sort | bisect
     shadow_precision: str = "bf16"  # precision preset name of the reference (shadow) forwards
+    sample: str = "minibatch"  # the calibration sample: minibatch (each update j >= 2 its own) |
+    # batch (every minibatch of the RL step at theta_1, pooled once; train/pooled_calibration.py)
+    shadow_every: int | None = None  # measure the shadow's clip shares in every K-th RL step (1,
+    # 1 + K, ...) at each update where theta != theta_old, calibration on or off; None = only
+    # where calibration needs it
 
     def __post_init__(self) -> None:
         one_of(self, "upper_rule", UPPER_RULES)
         one_of(self, "solver", SOLVERS)
-        at_least(self, 1, "period")
+        one_of(self, "sample", SAMPLES)
+        at_least(self, 1, "period", "shadow_every")
         within(self, "ema_beta", "[0, 1)")
         above(self, 1, "upper_max")  # the upper bound's floor is 1 (see the module docstring)
+        within(self, "lower_min", "[0, 1)")  # below the static lower bound: `check_calibration`
 
     def bounds_kwargs(self) -> dict:
         """Keyword arguments of `calibrated_bounds` fixed by this config."""
-        return {"upper_rule": self.upper_rule, "upper_max": self.upper_max, "solver": self.solver}
+        return {
+            "upper_rule": self.upper_rule,
+            "upper_max": self.upper_max,
+            "lower_min": self.lower_min,
+            "solver": self.solver,
+        }
+
+    @property
+    def traces_shadow(self) -> bool:
+        """Whether the update step and its minibatches carry the shadow's log-probs at all."""
+        return self.enabled or self.shadow_every is not None
+
+    @property
+    def pooled(self) -> bool:
+        """Whether a calibrating RL step calibrates once, on all its minibatches."""
+        return self.enabled and self.sample == "batch"
+
+    @property
+    def per_update(self) -> bool:
+        """Whether each update of a calibrating RL step calibrates on its own minibatch."""
+        return self.enabled and self.sample == "minibatch"
+
+    def calibrates(self, rl_step: int) -> bool:
+        """Whether RL step `rl_step` (1-based) calibrates (`calibrating_rl_step`)."""
+        return self.enabled and calibrating_rl_step(rl_step, self.period)
+
+    def measures_shadow(self, rl_step: int) -> bool:
+        """Whether the updates of RL step `rl_step` measure the shadow's ratio (where theta !=
+        theta_old): every `shadow_every`-th RL step, and each calibrating one with `per_update`
+        (its updates calibrate on it). A pooled calibration measures its own."""
+        every = self.shadow_every is not None and calibrating_rl_step(rl_step, self.shadow_every)
+        return every or (self.per_update and self.calibrates(rl_step))
 
 
 def calibrating_rl_step(rl_step: int, period: int) -> bool:
@@ -79,6 +130,14 @@ def takes_calibration_sample(calibrating: Any, updates_applied: Any) -> Any:
     been applied since the batch began (at theta == theta_old every ratio is 1, a degenerate
     sample). Works on host bools / ints and on traced jax arrays alike."""
     return calibrating & (updates_applied > 0)
+
+
+def lower_floor(lower_min: Any, eps_low: Any) -> Any:
+    """The floor under the calibrated lower bound: `lower_min`, or max(0, 1 - 2 eps_low) when
+    None (mirroring upper_max's 1 + 2 eps_high). Host floats or traced arrays alike."""
+    if lower_min is not None:
+        return lower_min
+    return jnp.maximum(0.0, 1.0 - 2.0 * jnp.asarray(eps_low, jnp.float32))
 
 
 def _match_count_below(
@@ -112,14 +171,15 @@ def calibrated_bounds_with_aux(
     upper_rule: str = "balance",
     upper_max: jax.Array | float | None = None,
     upper_min: float = 1.0,
-    lower_min: float = 0.0,
+    lower_min: jax.Array | float | None = None,
     lower_max: float = 1.0,
     solver: str = "auto",
     balance_rtol: float = 1e-4,
 ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
     """`calibrated_bounds` plus aux metrics (calib_q_lower, calib_q_upper, calib_balance_target,
     calib_balance_ratio, calib_upper_raw (before the cap; float32 max when the balance target is
-    unreachable), calib_upper_capped (1.0 when the cap bound). `solver`: auto | sort | bisect."""
+    unreachable), calib_upper_capped (1.0 when the cap bound), calib_lower_raw (before the
+    clamp), calib_lower_floored (1.0 when the floor bound). `solver`: auto | sort | bisect."""
     if upper_rule not in UPPER_RULES:
         raise ValueError(f"upper_rule must be one of {UPPER_RULES}, got {upper_rule!r}")
     valid_BT = mask.astype(bool)
@@ -134,8 +194,9 @@ def calibrated_bounds_with_aux(
     cap = 1.0 + 2.0 * jnp.asarray(eps_high, jnp.float32) if upper_max is None else upper_max
 
     k_low = jnp.sum(neg_N & (rr_N < lower0))
-    lower = _match_count_below(r_N, neg_N, k_low, lower0, solver)
-    lower = jnp.clip(lower, lower_min, lower_max)
+    lower_raw = _match_count_below(r_N, neg_N, k_low, lower0, solver)
+    floor = lower_floor(lower_min, eps_low)
+    lower = jnp.clip(lower_raw, floor, lower_max)
 
     k_up = jnp.sum(pos_N & (rr_N > upper0))
     absadv_N = jnp.abs(adv_N)
@@ -167,6 +228,8 @@ def calibrated_bounds_with_aux(
         "calib_balance_ratio": g_pos / jnp.where(g_neg > 0, g_neg, 1.0),
         "calib_upper_raw": jnp.minimum(upper_raw, jnp.finfo(jnp.float32).max),
         "calib_upper_capped": (upper_raw > cap).astype(jnp.float32),
+        "calib_lower_raw": lower_raw,
+        "calib_lower_floored": (lower_raw < floor).astype(jnp.float32),
     }
     return lower, upper, aux
 

@@ -13,7 +13,8 @@ Present when their inputs are given:
   entropy                         passed in: scalar, or entropy_BT reduced by masked token mean
   clip_frac_lower_neg_ref, clip_frac_upper_pos_ref   the same under ratio_ref_BT (BF16 shadow)
                                   with `ref_bounds` (default: the bounds in use; the update step
-                                  passes the static bounds, the ones the reference is judged by)
+                                  passes the static bounds, the ones the reference is judged by),
+                                  on the same tokens (`calibration.shadow_every` in any arm)
   mismatch_k3 = mean(rho - 1 - log rho), rho = exp(old_logp - rollout_logp)
   mismatch_logp_abs = mean |old_logp - rollout_logp|
   token_mult_prob_error = mean exp(|rollout_logp - old_logp|)

@@ -63,6 +63,7 @@ def generate(
     top_k: int | None = None,
     top_p: float = 1.0,
     fp8_meta: Any = None,
+    sampler: str = "gumbel",
 ) -> RolloutBatch:
     """`sample` on encoded prompts; the batch comes back as NumPy (on every process)."""
     tokens, mask = encode_prompts(tokenizer, examples, prompt_len)
@@ -81,5 +82,6 @@ def generate(
         eos_id=tokenizer.eos_id,
         pad_id=tokenizer.pad_id,
         fp8_meta=fp8_meta,
+        sampler=sampler,
     )
     return tree_to_host(batch)

@@ -35,6 +35,7 @@ def sample(
     pad_id: int,
     fp8_meta: Any = None,
     use_cache: bool = True,
+    sampler: str = "gumbel",
 ) -> RolloutBatch:
     """Samples `num_samples` continuations of each left-padded prompt (rows i*G .. i*G+G-1).
 
@@ -43,7 +44,9 @@ def sample(
     they are quantized here once per call per the rollout `recipe` (weight sync). Decoding
     stops at EOS per row, or when every row is done, or after `max_new_tokens`.
     `use_cache=False` recomputes the full sequence each step (reference and benchmark
-    baseline). Prompts must be left-padded (prompt_mask_BP = 1 on real tokens).
+    baseline). Prompts must be left-padded (prompt_mask_BP = 1 on real tokens). `sampler`:
+    how a token is drawn (`sampling.SAMPLERS`: "gumbel", `jax.random.categorical`'s draws, or
+    "cdf", two-stage inverse-CDF sampling of the same distribution with other draws).
     """
     if recipe.any_delayed and fp8_meta is None:
         raise ValueError("a recipe with delayed scaling needs fp8_meta (the trainer's amax state)")
@@ -63,6 +66,7 @@ def sample(
         top_k=None if top_k is None else int(top_k),
         top_p=float(top_p),
         use_cache=use_cache,
+        sampler=sampler,
     )
 
 
@@ -75,6 +79,7 @@ _STATIC = (
     "top_k",
     "top_p",
     "use_cache",
+    "sampler",
 )
 
 
@@ -96,6 +101,7 @@ def _sample_jit(
     top_k,
     top_p,
     use_cache,
+    sampler="gumbel",
 ):
     model = Transformer(config, recipe)
     variables = sync_weights(params, recipe) | ({} if fp8_meta is None else {"fp8_meta": fp8_meta})
@@ -134,7 +140,7 @@ def _sample_jit(
     def body(state):
         step, rng, tokens_BT, mask_BT, logp_BT, done_B, last_BV, cache = state
         rng, key = jax.random.split(rng)
-        tok_B, lp_B = draw_with_logp(key, last_BV, temperature, top_k, top_p)
+        tok_B, lp_B = draw_with_logp(key, last_BV, temperature, top_k, top_p, sampler)
         live_B = ~done_B
         tok_B = jnp.where(live_B, tok_B, pad_id)
         col = p + step

@@ -10,9 +10,9 @@ two are bitwise equal, so the ratio is exactly 1 at every update of a batch, not
 The update then differentiates the loss with respect to those log-probs and pulls the cotangent
 back through a recomputed forward (`micro_batches.accumulate_vjp`): one more forward per update.
 
-On calibrating RL steps the program also returns the BF16-shadow log-probs, so the shadow's old
-and new sides share a program too. Not with delayed scaling (its amax histories would observe
-every call).
+On RL steps that calibrate or measure the shadow (`calibration.shadow_every`) the program also
+returns the BF16-shadow log-probs, so the shadow's old and new sides share a program too. Not
+with delayed scaling (its amax histories would observe every call).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.micro_batches import map_micro
 
 PROGRAM_KEYS = ("logp", "entropy")  # what the program adds to a minibatch
-SHADOW_KEY = "shadow_logp"  # and, on calibrating RL steps, this
+SHADOW_KEY = "shadow_logp"  # and, on RL steps that calibrate or measure the shadow, this
 
 
 def program_keys(cfg: UpdateConfig) -> tuple[str, ...]:
     """The minibatch keys the update step reads from the program (none without same_forward)."""
     if not cfg.same_forward:
         return ()
-    return PROGRAM_KEYS + ((SHADOW_KEY,) if cfg.calibration.enabled else ())
+    return PROGRAM_KEYS + ((SHADOW_KEY,) if cfg.calibration.traces_shadow else ())
 
 
 def make_forward_program(model_config: ModelConfig, cfg: UpdateConfig) -> Callable:

@@ -12,13 +12,15 @@ are needed only for the `old_logp_recompute_gap` check: they are computed at rat
 metrics, `ratio_probe`).
 
 Calibration: RL steps 1, 1 + period, 1 + 2 period, ... calibrate; their minibatches also carry the
-old policy's BF16-shadow log-probs (`old_logp_ref`).
+old policy's BF16-shadow log-probs (`old_logp_ref`), as do those of the RL steps that measure the
+shadow (`calibration.shadow_every`). With `calibration.sample="batch"` a calibrating RL step
+calibrates once, on all its minibatches after its first applied update
+(`train/pooled_calibration.py`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -27,16 +29,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from calclip_jax.config.spec import UpdateConfig
-from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model import ModelConfig
-from calclip_jax.model.shared_prompt import PromptGroups, check_prompt_groups
+from calclip_jax.model.shared_prompt import check_prompt_groups
 from calclip_jax.parallel.multihost import to_host, tree_to_host
-from calclip_jax.rl.calibration import calibrating_rl_step
-from calclip_jax.train.forward import FORWARD_KEYS, batch_logprobs
+from calclip_jax.rl.calibration import CALIB_METRICS
+from calclip_jax.train.forward import FORWARD_KEYS
 from calclip_jax.train.forward_program import SHADOW_KEY, make_forward_program, program_keys
-from calclip_jax.train.micro_batches import map_micro
+from calclip_jax.train.minibatch_forwards import (  # make_logprob_fn: re-exported
+    composition_metrics,
+    make_logprob_fn,
+    make_minibatch_forwards,
+)
+from calclip_jax.train.pooled_calibration import make_pooled_calibration
 from calclip_jax.train.state import TrainState
 from calclip_jax.train.update_step import update_flags
+
+__all__ = ["PPOUpdater", "make_logprob_fn", "minibatch_keys", "plan_rng"]
+THETA_FORWARDS = ("old_logp", "old_logp_ref")  # the trainer's and the shadow's, one program
 
 ROLLOUT_KEYS = ("tokens", "positions", "attn_mask", "response_mask", "advantages", "rollout_logp")
 PLAN_STREAM = 1_000_003  # the minibatch order of RL step s draws from [seed, s, PLAN_STREAM]
@@ -50,102 +59,9 @@ def plan_rng(seed: int, rl_step: int) -> np.random.Generator:
 def minibatch_keys(cfg: UpdateConfig) -> tuple[str, ...]:
     """Keys of the minibatches `PPOUpdater.prepare` makes (what the update step is jitted for)."""
     keys = (*ROLLOUT_KEYS, "old_logp")
-    if cfg.calibration.enabled:
+    if cfg.calibration.traces_shadow:
         keys += ("old_logp_ref",)
     return keys + (("ref_logp",) if cfg.rl.kl_beta > 0 else ()) + program_keys(cfg)
-
-
-def make_logprob_fn(
-    model_config: ModelConfig,
-    recipe: PrecisionRecipe,
-    temperature: float = 1.0,
-    chunk: int | None = None,
-    shared_prompt: PromptGroups | None = None,
-) -> Callable:
-    """Jitted (params, fp8_meta, batch) -> logp_BT under `recipe`, no gradient, no state update;
-    `chunk` and `shared_prompt` as in `batch_logprobs` (the update step's, so old log-probs are
-    the same program)."""
-
-    @jax.jit
-    def logprobs(params: Any, fp8_meta: Any, batch: dict[str, jax.Array]) -> jax.Array:
-        logp_BT, _, _ = batch_logprobs(
-            model_config,
-            recipe,
-            params,
-            fp8_meta,
-            batch,
-            temperature=temperature,
-            chunk=chunk,
-            shared_prompt=shared_prompt,
-        )
-        return logp_BT
-
-    return logprobs
-
-
-def make_minibatch_forwards(model_config: ModelConfig, cfg: UpdateConfig) -> Callable:
-    """Jitted (params, fp8_meta, ref_params, minibatch, wants) -> {name: logp_BT} for the names
-    in the static `wants`: "old_logp" (trainer recipe at theta_old), "old_logp_ref" (shadow
-    recipe at theta_old), "ref_logp" (trainer recipe at the KL reference `ref_params`). The
-    forwards a minibatch needs before its update in one program, each the same computation as
-    `make_logprob_fn`'s (a test checks them bitwise), run over the update's micro-batches
-    (`train.micro_batches`), so old log-probs share the update's batch composition."""
-    temp, chunk, shared = cfg.temperature, cfg.logprob_chunk, cfg.shared_prompt
-    group = 1 if shared is None else shared.group_size
-
-    @functools.partial(jax.jit, static_argnames="wants")
-    def forwards(
-        params: Any, fp8_meta: Any, ref_params: Any, mb: dict[str, Any], wants: tuple[str, ...]
-    ) -> dict[str, jax.Array]:
-        inputs = {k: mb[k] for k in FORWARD_KEYS}
-        runs = {
-            "old_logp": (cfg.recipe, params, fp8_meta),
-            "old_logp_ref": (cfg.shadow_recipe, params, {}),
-            "ref_logp": (cfg.recipe, ref_params, fp8_meta),
-        }
-        out = {}
-        for name in wants:
-            recipe, p, meta = runs[name]
-            forward = lambda rows, recipe=recipe, p=p, meta=meta: batch_logprobs(
-                model_config,
-                recipe,
-                p,
-                meta,
-                rows,
-                temperature=temp,
-                chunk=chunk,
-                shared_prompt=shared,
-            )[0]
-            out[name] = map_micro(forward, inputs, cfg.micro_batches, group)
-        return out
-
-    return lambda params, fp8_meta, ref_params, mb, wants: (
-        forwards(params, fp8_meta, ref_params, mb, wants=wants) if wants else {}
-    )
-
-
-def composition_metrics(
-    full_BT: np.ndarray,
-    minibatch_BT: np.ndarray,
-    advantages: np.ndarray,
-    mask_BT: np.ndarray,
-    bounds: tuple[float, float],
-) -> dict[str, float]:
-    """The batch-composition effect at theta_old: `full_BT` old log-probs computed on the whole
-    batch, `minibatch_BT` on the minibatches the updates see (same parameters, same precision).
-    std / max of their difference over valid tokens, and the share of A<0 (A>0) tokens whose
-    ratio exp(minibatch - full) would already be clipped at `bounds` at the first update."""
-    valid = mask_BT.astype(bool)
-    gap = (minibatch_BT - full_BT)[valid].astype(np.float64)
-    adv = np.broadcast_to(advantages.reshape(len(mask_BT), -1), mask_BT.shape)[valid]
-    ratio = np.exp(gap)
-    share = lambda hit, sel: float(np.sum(hit & sel) / max(np.sum(sel), 1))
-    return {
-        "composition_logp_std": float(np.std(gap)) if gap.size else 0.0,
-        "composition_logp_max": float(np.max(np.abs(gap))) if gap.size else 0.0,
-        "composition_clip_lower_neg": share(ratio < bounds[0], adv < 0),
-        "composition_clip_upper_pos": share(ratio > bounds[1], adv > 0),
-    }
 
 
 @dataclasses.dataclass
@@ -167,11 +83,19 @@ class PPOUpdater:
         self._shadow_logp = make_logprob_fn(mc, cfg.shadow_recipe, temp, chunk, shared)
         self._forwards = make_minibatch_forwards(mc, cfg)
         self._program = make_forward_program(mc, cfg) if cfg.same_forward else None
+        self._pool = make_pooled_calibration(cfg, self._theta_forward)
 
     def calibrates(self, rl_step: int) -> bool:
         """Whether RL step `rl_step` (1-based) calibrates (`calibrating_rl_step`)."""
-        calib = self.update_config.calibration
-        return calib.enabled and calibrating_rl_step(rl_step, calib.period)
+        return self.update_config.calibration.calibrates(rl_step)
+
+    def _theta_forward(self, state: TrainState, mb: dict[str, Any]) -> dict[str, Any]:
+        """logp and shadow_logp of `mb` at `state` by the program of its old log-probs (the pooled
+        calibration's forward): the forward program, or the minibatch forwards' THETA_FORWARDS."""
+        if self._program is not None:
+            return self._program_outputs(state, mb, True)
+        got = self._forwards(state.params, state.fp8_meta, self.ref_params, mb, THETA_FORWARDS)
+        return {"logp": got["old_logp"], SHADOW_KEY: got["old_logp_ref"]}
 
     def plan(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
         """Row indices of every update of the batch: per epoch a permutation, split in order.
@@ -199,17 +123,22 @@ class PPOUpdater:
         plan: list[np.ndarray],
         calibrate: bool,
         first_old: bool = True,
+        shadow: bool = False,
     ) -> list[dict[str, Any]]:
         """The minibatches of `plan`, each with old_logp (and old_logp_ref / ref_logp when the
         step needs them) computed on that minibatch from `state` (theta_old), all of one
         minibatch's forwards in one jitted call, kept on the device with one process.
+        `calibrate`: the RL step calibrates; `shadow`: it measures the shadow
+        (`CalibrationConfig.measures_shadow`); either needs old_logp_ref.
 
         The first update of a batch takes its own forward as the old log-probs, and its
-        theta == theta_old shadow ratios are never a calibration sample, so its old_logp and
-        old_logp_ref only feed the `old_logp_recompute_gap` check: `first_old=False` skips
-        those two forwards and gives NaN old_logp (the gap is then NaN) and zero old_logp_ref.
-        With `same_forward` the forward program gives the old log-probs of every minibatch, and
-        the first minibatch keeps all its outputs: its update runs at theta_old on them.
+        theta == theta_old shadow ratios are never a sample, so its old_logp and old_logp_ref
+        only feed the `old_logp_recompute_gap` check: `first_old=False` skips those two
+        forwards and gives NaN old_logp (the gap is then NaN) and zero old_logp_ref, except
+        where a pooled calibration (`sample="batch"`) needs them; it computes them apart from
+        ref_logp, by the program it reruns at theta_1. With `same_forward` the forward program
+        gives the old log-probs of every minibatch, and the first minibatch keeps all its
+        outputs: its update runs at theta_old on them.
         """
         missing = [k for k in ROLLOUT_KEYS if k not in rollout]
         if missing:
@@ -220,41 +149,47 @@ class PPOUpdater:
         kl = self.update_config.rl.kl_beta > 0
         if kl and self.ref_params is None and "ref_logp" not in batch:
             raise ValueError("kl_beta > 0 needs PPOUpdater.ref_params or rollout['ref_logp']")
-        calib = self.update_config.calibration.enabled
+        cal = self.update_config.calibration
+        traced, pooled = cal.traces_shadow, calibrate and cal.pooled
+        with_ref = traced and (calibrate or shadow)
         keep = (lambda x: x) if jax.process_count() == 1 else to_host
         minibatches = []
         for i, idx in enumerate(plan):
             mb: dict[str, Any] = {k: v[idx] for k, v in batch.items()}
-            old = first_old or i > 0
+            old = first_old or i > 0 or pooled
             if self._program is not None:  # the forward program at theta_old (always needed)
-                out = self._program_outputs(state, mb, calibrate)
+                out = self._program_outputs(state, mb, calibrate or shadow)
                 mb["old_logp"] = out["logp"]
-                if calib:
+                if traced:
                     mb["old_logp_ref"] = out[SHADOW_KEY]
                 if i == 0:  # the batch's first update runs at theta_old: these are its inputs
                     mb.update(out)
                 old = False
-            wants = ("old_logp",) * old + ("old_logp_ref",) * (calib and calibrate and old)
-            wants += ("ref_logp",) * (kl and "ref_logp" not in mb)
-            got = self._forwards(state.params, state.fp8_meta, self.ref_params, mb, wants)
+            wants = ("old_logp",) * old + ("old_logp_ref",) * (with_ref and old)
+            ref = ("ref_logp",) * (kl and "ref_logp" not in mb)
+            forwards = lambda w, mb=mb: self._forwards(
+                state.params, state.fp8_meta, self.ref_params, mb, w
+            )
+            got = {**forwards(wants), **forwards(ref)} if pooled else forwards(wants + ref)
             mb.update({k: keep(v) for k, v in got.items()})
             shape = mb["response_mask"].shape
             mb.setdefault("old_logp", np.full(shape, np.nan, np.float32))
-            if calib:
+            if traced:
                 mb.setdefault("old_logp_ref", np.zeros(shape, np.float32))
             minibatches.append(mb)
         return minibatches
 
     def _program_outputs(
-        self, state: TrainState, mb: dict[str, Any], calibrate: bool
+        self, state: TrainState, mb: dict[str, Any], shadow: bool
     ) -> dict[str, Any]:
-        """The forward program on `mb` at `state`: logp, entropy and, with calibration on,
+        """The forward program on `mb` at `state`: logp, entropy and, when the shadow is traced,
         shadow_logp (the update's inputs; at theta_old also the old log-probs). One program per
-        RL step: the shadow rides along on calibrating steps, zeros stand in for it otherwise."""
-        calib = self.update_config.calibration.enabled
+        RL step: the shadow rides along where `shadow` (the step calibrates or measures it),
+        zeros stand in for it otherwise."""
+        traced = self.update_config.calibration.traces_shadow
         rows = {k: mb[k] for k in FORWARD_KEYS}
-        out = self._program(state.params, state.fp8_meta, rows, shadow=calib and calibrate)
-        if calib and SHADOW_KEY not in out:
+        out = self._program(state.params, state.fp8_meta, rows, shadow=traced and shadow)
+        if traced and SHADOW_KEY not in out:
             out[SHADOW_KEY] = jnp.zeros_like(out["logp"])
         return out
 
@@ -298,18 +233,33 @@ class PPOUpdater:
         rollout = {k: np.asarray(v) for k, v in rollout.items()}
         n = rollout["tokens"].shape[0]
         plan = self.plan(n, rng)
-        calibrate = self.calibrates(rl_step)
-        minibatches = self.prepare(state, rollout, plan, calibrate, first_old=probe)
+        cal = self.update_config.calibration
+        calibrate, shadow = self.calibrates(rl_step), cal.measures_shadow(rl_step)
+        minibatches = self.prepare(state, rollout, plan, calibrate, first_old=probe, shadow=shadow)
         old = jax.tree.map(jnp.copy, (state.params, state.fp8_meta)) if probe else None
-        device_metrics = []
+        device_metrics, epoch = [], minibatches[: self.num_minibatches]
+        pending, reuse, pooled_at = calibrate and cal.pooled, None, None
         for i, mb in enumerate(minibatches):
-            if self._program is not None and i > 0:  # the first has them from `prepare`
-                mb = {**mb, **self._program_outputs(state, mb, calibrate)}
-            state, metrics = self.update_step(state, mb, update_flags(i == 0, calibrate))
+            if reuse is not None:  # the pooled calibration's program outputs at these params
+                mb, reuse = {**mb, **reuse}, None
+            elif self._program is not None and i > 0:  # the first has them from `prepare`
+                mb = {**mb, **self._program_outputs(state, mb, calibrate or shadow)}
+            state, metrics = self.update_step(state, mb, update_flags(i == 0, calibrate, shadow))
             device_metrics.append(metrics)
+            if pending and int(to_host(state.batch_updates)) > 0:  # theta != theta_old
+                state, pool_metrics, outs = self._pool(state, epoch)
+                pending, pooled_at = False, (min(i + 1, len(minibatches) - 1), pool_metrics)
+                if self._program is not None and i + 1 < len(epoch):
+                    reuse = outs[i + 1]
         host = [
             {k: float(jnp.asarray(v)) for k, v in m.items()} for m in tree_to_host(device_metrics)
         ]
+        if cal.pooled:  # reported by the first update that uses the pooled bounds; NaN elsewhere
+            for m in host:
+                m.update(dict.fromkeys(CALIB_METRICS, np.nan))
+        if pooled_at is not None:
+            at, pool_metrics = pooled_at
+            host[at].update({k: float(v) for k, v in tree_to_host(pool_metrics).items()})
         if not probe:
             return state, host, None
         probed = self.ratio_probe(*old, state, rollout)

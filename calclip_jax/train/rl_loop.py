@@ -303,7 +303,8 @@ def format_summary(s: dict, workdir: str | None = None) -> str:
             f" (peak {fmt(s['entropy_peak'])}, surge: {s['entropy_surge']})",
             f"clip frac lower/neg {fmt(s['clip_frac_lower_neg_mean'])} (BF16 shadow "
             f"{fmt(s['clip_frac_lower_neg_ref_mean'])}), upper/pos "
-            f"{fmt(s['clip_frac_upper_pos_mean'])}",
+            f"{fmt(s['clip_frac_upper_pos_mean'])} (BF16 shadow "
+            f"{fmt(s['clip_frac_upper_pos_ref_mean'])})",
             "rollout-trainer mismatch k3 "
             + ("n/a" if s["mismatch_k3_mean"] is None else f"{s['mismatch_k3_mean']:.2e}"),
             f"time: sft {secs('sft_time_s')} ({secs('sft_compile_time_s')} compiling), first rl "

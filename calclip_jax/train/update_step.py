@@ -9,15 +9,24 @@ theta == theta_old while no update has been applied since the rollout batch bega
 forward (stop-gradient) as the old log-probs, so the ratio is exactly 1 by construction, and
 reports `old_logp_recompute_gap`: max |own forward - batch["old_logp"]|, the difference between
 the precomputed old log-probs and the step's forward under the same composition (0 when the two
-programs agree bitwise; NaN when they were not precomputed, `PPOUpdater.prepare(first_old=False)`).
+programs agree bitwise; NaN when they were not precomputed, `PPOUpdater.prepare(first_old=False)`),
+and `old_logp_recompute_gap_frac`: the share of valid tokens where it exceeds GAP_LOG_THRESHOLD
+(log 1.2, a ratio off by 20%: beyond any clip bound's reach).
 
-Calibration runs when `flags["calibrate"]` (the updater sets it for every update of a calibrating
-RL step) and theta != theta_old: a no-grad shadow forward (BF16) of the current policy gives
-reference ratios against the old policy's shadow log-probs (batch["old_logp_ref"], same
-minibatch), and the calibrated (lower, upper) are EMA-smoothed into the state. An update at
-theta_old never calibrates nor smooths (its ratios are all 1: a degenerate sample), nor do
-non-finite bounds or a skipped (non-finite) update. The FP8 ratio it calibrates is the one of the
-differentiated forward itself: no extra FP8 forward is paid.
+The BF16 shadow is measured where `flags["shadow"]` (the updater sets it for every update of an RL
+step that `CalibrationConfig.measures_shadow`: `calibration.shadow_every`, or calibration's own
+need) and theta != theta_old: a no-grad shadow forward of the current policy gives reference
+ratios against the old policy's shadow log-probs (batch["old_logp_ref"], same minibatch), whose
+clip shares at the static bounds are logged beside the trainer's (`SHADOW_METRICS`), on the same
+tokens. With calibration off the bounds stay static whatever is measured.
+
+Calibration (`calibration.sample="minibatch"`) runs when `flags["calibrate"]` (every update of a
+calibrating RL step) and theta != theta_old: the calibrated (lower, upper) of the update's own
+FP8 ratios against the shadow's are EMA-smoothed into the state. An update at theta_old never
+calibrates nor smooths (its ratios are all 1: a degenerate sample), nor do non-finite bounds or a
+skipped (non-finite) update. The FP8 ratio it calibrates is the one of the differentiated forward
+itself: no extra FP8 forward is paid. With `sample="batch"` the step never calibrates: the
+updater sets the bounds from a sample pooled over the RL step (`train/pooled_calibration.py`).
 
 Two knobs split the fused gradient program (`UpdateConfig`): with `micro_batches` > 1 the loss's
 log-probs come from a no-grad forward over the micro-batches and the gradient from a VJP per
@@ -55,11 +64,18 @@ from calclip_jax.train.state import TrainState
 
 Metrics = dict[str, jax.Array]
 Flags = dict[str, jax.Array]
+GAP_LOG_THRESHOLD = float(np.log(1.2))  # `old_logp_recompute_gap_frac` counts |gap| above this
 
 
-def update_flags(new_batch: bool, calibrate: bool) -> Flags:
-    """Per-update flags: first update of a rollout batch; update of a calibrating RL step."""
-    return {"new_batch": np.bool_(new_batch), "calibrate": np.bool_(calibrate)}
+def update_flags(new_batch: bool, calibrate: bool, shadow: bool | None = None) -> Flags:
+    """Per-update flags: first update of a rollout batch; update of a calibrating RL step; update
+    of an RL step that measures the shadow (None: `calibrate`)."""
+    shadow = calibrate if shadow is None else shadow
+    return {
+        "new_batch": np.bool_(new_batch),
+        "calibrate": np.bool_(calibrate),
+        "shadow": np.bool_(shadow),
+    }
 
 
 def _select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -72,6 +88,7 @@ def make_update_step(
     """The un-jitted step(state, batch, flags); flags from `update_flags`. See `jit_update_step`
     for the sharded, donated version."""
     rl, calib = cfg.rl, cfg.calibration
+    traced, per_update = calib.traces_shadow, calib.per_update
     temperature, chunk, shared = cfg.temperature, cfg.logprob_chunk, cfg.shared_prompt
     static_bounds = tuple(jnp.float32(b) for b in rl.clip_bounds)
     use_kl = rl.kl_beta > 0
@@ -90,7 +107,7 @@ def make_update_step(
             shared_prompt=shared,
         )
 
-    def shadow_ratio(params: Any, batch: Batch, do_calib: jax.Array) -> jax.Array:
+    def shadow_ratio(params: Any, batch: Batch, do_shadow: jax.Array) -> jax.Array:
         def compute(p: Any) -> jax.Array:
             forward = lambda rows: batch_logprobs(
                 model_config,
@@ -105,7 +122,7 @@ def make_update_step(
             return map_micro(forward, {k: batch[k] for k in FORWARD_KEYS}, micro, group)
 
         logp_ref_BT = lax.cond(
-            do_calib,
+            do_shadow,
             compute,
             lambda p: jnp.zeros_like(batch["old_logp"]),
             lax.stop_gradient(params),
@@ -116,17 +133,16 @@ def make_update_step(
         mask_BT, adv = batch["response_mask"], batch["advantages"]
         applied = jnp.where(flags["new_batch"], 0, state.batch_updates)
         at_old = applied == 0  # no update applied since the batch began: theta == theta_old
-        do_calib = (
-            takes_calibration_sample(flags["calibrate"], applied)
-            if calib.enabled
-            else jnp.bool_(False)
-        )
+        off = jnp.bool_(False)
+        do_calib = takes_calibration_sample(flags["calibrate"], applied) if per_update else off
+        measured = flags["shadow"] | (flags["calibrate"] & per_update)
+        do_shadow = takes_calibration_sample(measured, applied)
         ratio_ref_BT = None
-        if calib.enabled and cfg.same_forward:  # the forward program's, on the same minibatch
-            logp_ref_BT = jnp.where(do_calib, batch[SHADOW_KEY], 0.0)
+        if traced and cfg.same_forward:  # the forward program's, on the same minibatch
+            logp_ref_BT = jnp.where(do_shadow, batch[SHADOW_KEY], 0.0)
             ratio_ref_BT = clamped_ratio(logp_ref_BT, batch["old_logp_ref"], mask_BT)
-        elif calib.enabled:
-            ratio_ref_BT = shadow_ratio(state.params, batch, do_calib)
+        elif traced:
+            ratio_ref_BT = shadow_ratio(state.params, batch, do_shadow)
 
         def policy_loss(logp_BT: jax.Array) -> tuple[jax.Array, tuple]:
             own_BT = lax.stop_gradient(logp_BT)
@@ -137,7 +153,7 @@ def make_update_step(
             bounds = (state.clip_lower, state.clip_upper)
             calib_aux: Metrics = {}
             smoothed_in = jnp.bool_(False)
-            if calib.enabled:
+            if per_update:
                 ratio_BT = clamped_ratio(own_BT, old_logp_BT, mask_BT)
                 lower, upper, calib_aux = calibrated_bounds_with_aux(
                     ratio_BT,
@@ -225,12 +241,12 @@ def make_update_step(
             is_weights_BT=weights_BT,
         )
         nan = jnp.float32(jnp.nan)
-        # the shadow's clip shares: measured when calibrating; at theta_old r_ref == 1 exactly,
-        # so 0 there (in a calibrating RL step, like the trainer's own share); else NaN
-        ref_at_old = jnp.where(at_old & flags["calibrate"], 0.0, nan)
+        # the shadow's clip shares: where measured; at theta_old r_ref == 1 exactly, so 0 there
+        # (in an RL step that measures it, like the trainer's own share); else NaN
+        ref_at_old = jnp.where(at_old & measured, 0.0, nan)
         for name in SHADOW_METRICS:
             if name in metrics:
-                metrics[name] = jnp.where(do_calib, metrics[name], ref_at_old)
+                metrics[name] = jnp.where(do_shadow, metrics[name], ref_at_old)
         for name, value in extra.items():
             if name.startswith("calib_"):
                 value = jnp.where(do_calib, value, nan)
@@ -238,9 +254,11 @@ def make_update_step(
         valid_BT = mask_BT.astype(bool)
         abs_max = lambda x_BT: jnp.max(jnp.where(valid_BT, jnp.abs(x_BT), 0.0))
         # at theta_old: the precomputed old log-probs vs this step's own forward (same inputs)
-        metrics["old_logp_recompute_gap"] = jnp.where(
-            at_old, abs_max(logp_BT - batch["old_logp"]), nan
-        )
+        gap_BT = jnp.abs(logp_BT - batch["old_logp"])
+        wide = jnp.sum(valid_BT & (gap_BT > GAP_LOG_THRESHOLD)) / jnp.maximum(jnp.sum(valid_BT), 1)
+        wide = jnp.where(jnp.any(valid_BT & jnp.isnan(gap_BT)), nan, wide)  # not precomputed
+        metrics["old_logp_recompute_gap"] = jnp.where(at_old, abs_max(gap_BT), nan)
+        metrics["old_logp_recompute_gap_frac"] = jnp.where(at_old, wide, nan)
         metrics.update(
             loss=loss_aux["pg_loss"] + rl.kl_beta * loss_aux.get("kl_loss", 0.0),
             pg_loss=loss_aux["pg_loss"],

@@ -13,7 +13,13 @@ from __future__ import annotations
 GROUPS = ("train", "eval", "calib", "mismatch")
 CALIB_KEYS = frozenset({"calibrated", "clip_lower", "clip_upper"})
 MISMATCH_KEYS = frozenset(
-    {"max_prob_diff", "token_mult_prob_error", "tis_trunc_frac", "old_logp_recompute_gap"}
+    {
+        "max_prob_diff",
+        "token_mult_prob_error",
+        "tis_trunc_frac",
+        "old_logp_recompute_gap",
+        "old_logp_recompute_gap_frac",
+    }
 )
 MISMATCH_PREFIXES = ("mismatch_", "is_")
 

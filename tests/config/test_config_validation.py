@@ -92,6 +92,11 @@ SWEEP_VALUES = [
     ("correction.geo_delta", NAN),
     ("calibration.upper_max", INF),
     ("calibration.upper_max", 1.1),  # below the static upper clip 1 + eps_high = 1.2
+    ("calibration.lower_min", 0.9),  # above the static lower clip 1 - eps_low = 0.8
+    ("calibration.lower_min", 1.0),
+    ("calibration.lower_min", NAN),
+    ("calibration.sample", "tokens"),
+    ("calibration.shadow_every", 0),
     ("calibration.ema_beta", 1.0),
     ("calibration.ema_beta", NAN),
     ("calibration.period", 0),

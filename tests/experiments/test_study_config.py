@@ -6,8 +6,11 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from shipped_model import shipped_gguf
 
 from calclip_jax import sweeps
+from calclip_jax.config import build_run_spec
+from calclip_jax.rl.calibration import UPPER_RULES
 from configs import study
 from configs.arms import apply_overrides
 from experiments import sweep
@@ -30,7 +33,7 @@ def test_phase_arms_apply_to_their_base_config(phase):
         config = apply_overrides(_base_config(c.base), overrides)  # KeyError on a missing key
         assert config.correction.mode == "token_tis", name
         if config.calibration.enabled:
-            assert config.calibration.upper_rule in ("balance", "quantile", "scaled"), name
+            assert config.calibration.upper_rule in UPPER_RULES, name
     if phase in study.STRESS_SETTING:
         assert all(o["train.ppo_epochs"] * o["train.num_minibatches"] == 16 for o in arms.values())
         assert all(o["calibration.ema_beta"] == 0.0 for o in arms.values())
@@ -62,3 +65,19 @@ def test_ladder_lowers_the_forward_format_only():
     assert arms["fp4_mx_tis_calib"]["train.fwd_format"] == "e2m1"
     assert arms["fp8_mx_tis"]["train.fwd_format"] == ""
     assert {o["train.precision"] for o in arms.values()} == {"fp8_mx"}
+
+
+def test_powered_real_model_arms_validate_and_pair_on_seeds():
+    shipped_gguf()
+    c = study.get_config("smollm2_powered")
+    arms = sweeps.expand_arms(c)
+    names = {n.split("__seed")[0] for n in arms}
+    assert len(names) == 8 and len(arms) == 8 * len(study.POWERED_SEEDS) >= 24
+    for name, overrides in arms.items():
+        if not name.endswith(f"__seed{study.POWERED_SEEDS[0]}"):
+            continue
+        spec = build_run_spec(apply_overrides(_base_config(c.base), overrides))  # validates
+        assert spec.config.train.same_forward and spec.config.calibration.shadow_every == 1, name
+        assert spec.config.train.steps >= 40, name
+    lower_only = arms[f"fp8_tensor_tis_calib_lower__seed{study.POWERED_SEEDS[0]}"]
+    assert lower_only["calibration.upper_rule"] == "fixed"

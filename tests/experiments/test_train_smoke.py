@@ -96,6 +96,27 @@ def test_smoke_run(tmp_path, sft_cache, algo, rollout, train, calib, share):
         assert json.load(f)["final_step"] == 3
 
 
+def test_pooled_calibration_and_shadow_every_in_a_run(tmp_path, sft_cache):
+    """`calibration.sample=batch` (period 2) with `calibration.shadow_every=3`, end to end: the
+    pooled calibration's metrics in the rows of calibrating RL steps (1, 3), the shadow's clip
+    shares in those of the RL steps that measure it (1)."""
+    overrides = {
+        "rollout.precision": "fp8_tensor",
+        "train.precision": "fp8_tensor",
+        "calibration.enabled": True,
+        "calibration.sample": "batch",
+        "calibration.period": 2,
+        "calibration.shadow_every": 3,
+    }
+    config = tiny_config(sft_cache, **overrides)
+    run_experiment(config, str(tmp_path), log=lambda _: None)
+    rows = read_metrics(str(tmp_path))
+    assert [r["calib_q_lower"] is not None for r in rows] == [True, False, True]
+    assert [r["calib_lower_floored"] is not None for r in rows] == [True, False, True]
+    assert [r["clip_frac_lower_neg_ref"] is not None for r in rows] == [True, False, False]
+    assert parse(R.load_config(tmp_path)) == build_run_spec(config).config
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [

@@ -155,3 +155,33 @@ def test_differentiated_cached_attention_saves_no_scores():
     fn = lambda q, k, v: attention.attend_cached(q, k, v, mask, jnp.bfloat16)
     saved = jax.eval_shape(lambda *a: jax.tree.leaves(jax.vjp(fn, *a)[1]), q, k_cache, v_cache)
     assert saved and all(x.shape[-2:] != mask.shape[-2:] for x in saved if x.dtype != bool)
+
+
+def _plain_bf16_attention(q, k, v, mask):
+    """`_attention` on bfloat16 [B, S, K, H] operands before its matmuls declared the bf16 x bf16
+    -> f32 algorithm (default precision)."""
+    b, t, n, h = q.shape
+    kh = k.shape[2]
+    q = q.reshape(b, t, kh, n // kh, h).astype(jnp.bfloat16)
+    scores = jnp.einsum(
+        "btkrh,bskh->bkrts", q, k.astype(jnp.bfloat16), preferred_element_type=jnp.float32
+    ) / jnp.sqrt(jnp.float32(h))
+    probs = jax.nn.softmax(jnp.where(mask[:, None, None], scores, attention._MASKED), axis=-1)
+    out = jnp.einsum(
+        "bkrts,bskh->btkrh",
+        probs.astype(jnp.bfloat16),
+        v.astype(jnp.bfloat16),
+        preferred_element_type=jnp.float32,
+    )
+    return out.astype(jnp.bfloat16).astype(jnp.float32).reshape(b, t, n, h)
+
+
+@pytest.mark.parametrize("t", [1, 5])
+def test_bf16_algorithm_keeps_the_forward_bits(t):
+    """Declaring the bf16 x bf16 -> f32 algorithm (so the backward's dots take bf16 operands)
+    leaves the forward bitwise the plain bf16 dots' on this CPU, jit and not: every committed
+    bf16 / FP8 rollout keeps its tokens."""
+    q, k, v, mask, _, _ = _inputs(3, t, 11, 2, 2, 0, jnp.bfloat16)
+    for run in (lambda f, *a: f(*a), lambda f, *a: jax.jit(f)(*a)):
+        new = run(lambda *a: attention.attend(*a, jnp.bfloat16), q, k, v, mask)
+        chex.assert_trees_all_equal(new, run(_plain_bf16_attention, q, k, v, mask))

@@ -196,3 +196,30 @@ def test_chunk_layout_is_the_fewest_equal_chunks(n_pred, chunk):
     assert c <= limit and n == -(-n_pred // limit)  # the fewest chunks of at most `chunk`
     assert n_pred <= n * c < n_pred + n  # padding: fewer positions than chunks
     assert chunk_layout(80, 64) == (2, 40)  # the real model's 81 positions: not padded to 128
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_head_gradient_is_within_float32_rounding_of_float64(tied):
+    """`HeadDot.vjp` (float32): dx and dw against the float64 products, each element within the
+    dot's rounding bound gamma_K * (|a| |b|)_ij (K the contraction; u = 2^-24) plus the output
+    rounding. dw contracts the tokens, read from the [tokens, V] cotangent as stored."""
+    n_tok, d, v = 48, 16, 70
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, n_tok // 2, d)).astype(np.float32)
+    w = rng.normal(size=(v, d) if tied else (d, v)).astype(np.float32)
+    g = (rng.normal(size=(2, n_tok // 2, v)) * np.exp(rng.normal(size=v))).astype(np.float32)
+    head = HeadDot(tied, jnp.float32, jax.lax.Precision.HIGHEST)
+    dx, dw = jax.jit(head.vjp)(x, w, g)
+    x64, w64, g64 = (a.astype(np.float64).reshape(-1, a.shape[-1]) for a in (x, w, g))
+    w_dv = w64.T if tied else w64  # [D, V]
+    u = 2.0**-24
+    gamma = lambda k: k * u / (1 - k * u)
+    for got, exact, bound in (
+        (dx, g64 @ w_dv.T, gamma(v) * (np.abs(g64) @ np.abs(w_dv).T)),
+        (dw, (g64.T @ x64) if tied else (x64.T @ g64), None),
+    ):
+        if bound is None:
+            abs_prod = np.abs(g64).T @ np.abs(x64) if tied else np.abs(x64).T @ np.abs(g64)
+            bound = gamma(n_tok) * abs_prod
+        got = np.asarray(got, np.float64).reshape(exact.shape)
+        assert np.all(np.abs(got - exact) <= bound + u * np.abs(exact)), tied

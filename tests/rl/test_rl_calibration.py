@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calclip_jax.rl.calibration import (
+    CALIB_METRICS,
     UPPER_RULES,
     CalibrationConfig,
     calibrated_bounds,
@@ -22,7 +23,7 @@ EPS_LOW, EPS_HIGH = 0.2, 0.28
 SETTINGS = settings(max_examples=20, deadline=None)
 
 
-def _calibrate(solver, rule, upper_max=None, lower_max=1.0):
+def _calibrate(solver, rule, upper_max=None, lower_max=1.0, lower_min=None):
     def f(ratio, ratio_ref, adv, mask, eps_low, eps_high):
         return calibrated_bounds_with_aux(
             ratio,
@@ -35,12 +36,13 @@ def _calibrate(solver, rule, upper_max=None, lower_max=1.0):
             solver=solver,
             upper_max=upper_max,
             lower_max=lower_max,
+            lower_min=lower_min,
         )
 
     return jax.jit(f)
 
 
-CALIB = {(s, r): _calibrate(s, r, upper_max=1e6, lower_max=1e6)
+CALIB = {(s, r): _calibrate(s, r, upper_max=1e6, lower_max=1e6, lower_min=0.0)
          for s in ("sort", "bisect") for r in UPPER_RULES}  # fmt: skip
 CALIB_DEFAULT = {r: _calibrate("auto", r) for r in UPPER_RULES}
 
@@ -117,9 +119,35 @@ def test_sort_and_bisect_agree_and_cap_is_reported(batch, rule):
     lo_b, up_b, _ = CALIB[("bisect", rule)](*args)
     assert float(lo_s) == float(lo_b) and float(up_s) == float(up_b)
     lower, upper, aux = CALIB_DEFAULT[rule](*args)
-    cap = 1 + 2 * EPS_HIGH
-    assert 0.0 <= float(lower) <= 1.0 and max(1.0, float(lower)) <= float(upper) <= cap + 1e-6
+    cap, floor = 1 + 2 * EPS_HIGH, np.float32(1 - 2 * EPS_LOW)
+    assert floor <= float(lower) <= 1.0 and max(1.0, float(lower)) <= float(upper) <= cap + 1e-6
     assert bool(aux["calib_upper_capped"]) == (float(aux["calib_upper_raw"]) > cap)
+    assert bool(aux["calib_lower_floored"]) == (float(aux["calib_lower_raw"]) < floor)
+    assert set(aux) == set(CALIB_METRICS)
+
+
+@SETTINGS
+@given(
+    seed=st.integers(0, 2**16),
+    spread=st.floats(0.05, 2.0),
+    lower_min=st.sampled_from([None, 0.0, 0.5, 0.75]),
+)
+def test_lower_bound_never_falls_below_its_floor(seed, spread, lower_min):
+    """The shadow clips nothing (q = 0) while the FP8 ratios spread: unfloored, the lower bound
+    would follow the smallest A<0 ratio down; it stays at the floor or above, and the floor's
+    hits are reported."""
+    ratio, _, adv, mask = _batch(seed, spread, 0.0, 0.9)
+    ones = np.ones_like(ratio)
+    lower, _, aux = _calibrate("auto", "balance", lower_min=lower_min)(
+        ratio, ones, adv, mask, EPS_LOW, EPS_HIGH
+    )
+    floor = np.float32(1 - 2 * EPS_LOW if lower_min is None else lower_min)
+    neg = mask & (adv[:, None] < 0)
+    unfloored = min(np.float32(1 - EPS_LOW), ratio[neg].min()) if neg.any() else 1 - EPS_LOW
+    assert float(aux["calib_q_lower"]) == 0.0
+    assert float(lower) >= floor
+    assert float(lower) == pytest.approx(max(floor, unfloored))
+    assert float(aux["calib_lower_floored"]) == float(unfloored < floor)
 
 
 @pytest.mark.parametrize("rule", UPPER_RULES)
@@ -155,12 +183,13 @@ def test_edge_cases_finite_and_documented(case):
     for rule in UPPER_RULES:
         lower, upper, aux = CALIB_DEFAULT[rule](ratio, ratio_ref, adv, mask, EPS_LOW, EPS_HIGH)
         lower, upper = float(lower), float(upper)
-        assert np.isfinite([lower, upper]).all() and 0.0 <= lower <= 1.0 <= upper <= 1.56 + 1e-6
+        assert np.isfinite([lower, upper]).all()
+        assert 0.6 - 1e-6 <= lower <= 1.0 <= upper <= 1.56 + 1e-6
         assert all(np.isfinite(float(v)) for v in aux.values()), (case, rule, aux)
         if case in ("no_negative", "all_masked", "zero_advantages", "all_equal"):
             assert lower == pytest.approx(1 - EPS_LOW)
-        if case == "q0":  # clip nothing: closest such bound to 0.8
-            assert lower == pytest.approx(min(0.8, ratio[neg].min()))
+        if case == "q0":  # clip nothing: closest such bound to 0.8, floored at 1 - 2 eps_low
+            assert lower == pytest.approx(max(0.6, min(0.8, ratio[neg].min())))
         if case == "q1":  # clip every negative token (capped at 1)
             assert lower == pytest.approx(min(1.0, np.nextafter(ratio[neg].max(), np.inf)))
         if case in ("all_masked", "zero_advantages") or (
@@ -201,6 +230,30 @@ def test_calibration_config():
     got = calibrated_bounds(ratio, ratio_ref, adv, mask, eps_low=0.2, eps_high=0.2,
                             **cfg.bounds_kwargs())  # fmt: skip
     assert all(np.isfinite(float(v)) for v in got)
-    for bad in ({"upper_rule": "x"}, {"solver": "topk"}, {"period": 0}, {"ema_beta": 1.0}):
+    bad_knobs = (
+        {"upper_rule": "x"},
+        {"solver": "topk"},
+        {"period": 0},
+        {"ema_beta": 1.0},
+        {"lower_min": 1.0},
+        {"lower_min": -0.1},
+        {"sample": "x"},
+        {"shadow_every": 0},
+    )
+    for bad in bad_knobs:
         with pytest.raises(ValueError):
             CalibrationConfig(**bad)
+
+
+def test_shadow_schedule_counts_rl_steps():
+    """Shadow RL steps: every `shadow_every`-th, and the calibrating ones whose updates
+    calibrate themselves; a pooled calibration measures its own sample."""
+    steps = range(1, 10)
+    every3 = CalibrationConfig(shadow_every=3)
+    assert not every3.enabled and every3.traces_shadow
+    assert [s for s in steps if every3.measures_shadow(s)] == [1, 4, 7]
+    calib = CalibrationConfig(enabled=True, period=2, shadow_every=3)
+    assert [s for s in steps if calib.measures_shadow(s)] == [1, 3, 4, 5, 7, 9]
+    pooled = CalibrationConfig(enabled=True, period=2, sample="batch")
+    assert pooled.pooled and not any(pooled.measures_shadow(s) for s in steps)
+    assert not CalibrationConfig().traces_shadow

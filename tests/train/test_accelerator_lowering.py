@@ -1,7 +1,8 @@
 """What a GPU / TPU would compile: the train step and the sampler exported for "cuda" and "tpu"
 on this CPU-only machine, every dense GEMM checked for float8 (FP8 presets) or bfloat16 (bf16)
 operands, per layer, through the op names of the StableHLO; attention's dots for bfloat16
-operands (float32 at HIGHEST for fp32), and the train forward's residuals for no saved scores."""
+operands (float32 at HIGHEST for fp32), on the whole-sequence path and on the shared-prompt
+path, and the train forward's residuals for no saved scores."""
 
 from __future__ import annotations
 
@@ -12,15 +13,17 @@ import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
-from train_testutil import TINY, make_setup, prepared
+from train_testutil import TINY, make_setup, prepared, rollout_batch
 
 from calclip_jax.analysis.dot_dtypes import exported_text, named_dots
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.fp8.vocabulary import FP8_PRESETS
+from calclip_jax.model.shared_prompt import PromptGroups
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rollout.sampler import _sample_jit
-from calclip_jax.train import make_update_step
+from calclip_jax.train import PPOUpdater, make_update_step
 from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.update_step import update_flags
 
@@ -114,6 +117,44 @@ def test_attention_dots_take_bfloat16_operands(train_step):
     for lhs, rhs, bf16_algorithm in dots:
         assert (lhs, rhs) != (F32, F32), preset
         assert (lhs, rhs) == (BF16, BF16) or bf16_algorithm, (preset, lhs, rhs)
+
+
+def _shared_prompt_step_text(preset: str, calibrate: bool = True) -> str:
+    """The train step of `train.share_prompt` (groups of 2 rows sharing a 4-token prompt), whose
+    attention is the cached path's (`attend_cached`), exported as `_train_step_text`."""
+    groups = PromptGroups(2, 8)
+    calibration = CalibrationConfig(enabled=calibrate)
+    cfg, tx, state = make_setup(preset, model=MODEL, calibration=calibration, shared_prompt=groups)
+    updater = PPOUpdater(MODEL, cfg, None, num_minibatches=1, ref_params=state.params)
+    rollout = rollout_batch(batch=8, prompt=4, response=8, seed=0, group=2)
+    batch = updater.prepare(state, rollout, [np.arange(8)], calibrate)[0]
+    step = make_update_step(MODEL, cfg, tx)
+    return exported_text(step, state, batch, update_flags(False, calibrate))
+
+
+SHARED_PRESETS = ["bf16", *(p for p, (_, scaling) in FP8_PRESETS.items() if scaling != "delayed")]
+
+
+@pytest.mark.parametrize("preset", SHARED_PRESETS)
+def test_shared_prompt_attention_dots_take_bfloat16_operands(preset):
+    """The shared-prompt forward's attention (prompt pass and response pass, forward, the
+    rematerialized scores and the backward) as the main path's: bf16 x bf16 dots or an f32
+    cotangent under the bf16 x bf16 -> f32 algorithm; never f32 x f32 (issue #37)."""
+    dots = _attention_dots(_shared_prompt_step_text(preset))
+    # per layer and pass (prompt, response): 2 forward, 2 recomputed and 4 backward dots
+    assert len(dots) >= 2 * 7 * MODEL.n_layers, (preset, len(dots))
+    for lhs, rhs, bf16_algorithm in dots:
+        assert (lhs, rhs) != (F32, F32), preset
+        assert (lhs, rhs) == (BF16, BF16) or bf16_algorithm, (preset, lhs, rhs)
+
+
+def test_shared_prompt_fp32_attention_is_float32_at_highest_precision():
+    """The fp32 recipe's shared-prompt attention keeps float32 operands at HIGHEST."""
+    text = _shared_prompt_step_text("fp32", calibrate=False)
+    dots = _attention_dots(text)
+    assert len(dots) >= 2 * 7 * MODEL.n_layers
+    assert all(d[:2] == (F32, F32) for d in dots), dots
+    assert len([line for line in _DOT_LINE.findall(text) if "HIGHEST" in line]) >= len(dots)
 
 
 def test_fp32_attention_is_float32_at_highest_precision():

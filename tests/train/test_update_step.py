@@ -182,3 +182,21 @@ def test_ratio_probe_keeps_the_batch_keys_the_step_was_compiled_for(calibrate):
     assert probed is not None and probed["ratio_ref"].shape == probed["ratio"].shape
     plan = updater.plan(8, rng)
     assert tuple(updater.prepare(state, rollout_batch(seed=1), plan, calibrate)[0]) == keys
+
+
+def test_recompute_gap_share_counts_tokens_beyond_log_1_2():
+    """At theta_old the precomputed old log-probs are checked against the step's own forward:
+    the max gap and the share of valid tokens whose gap exceeds log 1.2."""
+    cfg, tx, state = make_setup("bf16")
+    batch = prepared(cfg, state)
+    valid = np.asarray(batch["response_mask"]).astype(bool)
+    old = np.array(batch["old_logp"])
+    rows, cols = np.nonzero(valid)
+    old[rows[:3], cols[:3]] += 0.5  # three tokens off by a ratio of e^0.5
+    old[rows[3], cols[3]] += 0.1  # one within log 1.2
+    step = jax.jit(make_update_step(TINY, cfg, tx))
+    state, m = step(state, dict(batch, old_logp=old), FIRST)
+    assert float(m["old_logp_recompute_gap_frac"]) == pytest.approx(3 / valid.sum())
+    assert float(m["old_logp_recompute_gap"]) == pytest.approx(0.5, abs=1e-4)
+    _, m = step(state, batch, LATER)  # theta != theta_old: no check
+    assert np.isnan(m["old_logp_recompute_gap_frac"])

@@ -75,5 +75,5 @@ class ArithmeticTask(Task):
         if correct:
             score = 1.0
         else:
-            score = digit_credit(text, example.answer) if self.partial_credit else 0.0
+            score = digit_credit(text, str(example.target)) if self.partial_credit else 0.0
         return VerifyResult(score + self.format_reward, correct, False, value)
