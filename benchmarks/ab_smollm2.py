@@ -69,14 +69,7 @@ def main(argv: list[str]) -> None:
     del argv
     if not _REV.value:
         sys.exit("--rev is required (the git revision to compare against)")
-    w = phases.load_workload(
-        bench._ARM.value,
-        bench._PRECISION.value,
-        bench._PROMPTS.value,
-        bench._GROUP.value,
-        bench._NEW_TOKENS.value,
-        bench._SET.value,
-    )
+    w = phases.load_workload(*bench.workload_flags())
     run = w.spec.config
     with tempfile.TemporaryDirectory() as tmp:
         rev_sampler = import_revision(_REV.value, Path(tmp))

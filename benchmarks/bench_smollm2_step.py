@@ -84,6 +84,18 @@ def parse_value(text: str) -> Any:
         return {"true": True, "false": False}.get(text.lower(), text)
 
 
+def workload_flags() -> tuple:
+    """This module's workload flags as `workload_config`'s positional arguments."""
+    return (
+        _ARM.value,
+        _PRECISION.value,
+        _PROMPTS.value,
+        _GROUP.value,
+        _NEW_TOKENS.value,
+        _SET.value,
+    )
+
+
 def workload_config(
     arm: str = "",
     precision: str = "fp32",

@@ -69,14 +69,7 @@ def log(msg: str) -> None:
 
 def rl_step_profile() -> tuple[list[dict[str, float]], list[tuple[str, str, float]], str]:
     """(phase times of the --steps measured RL steps, the ops of one traced RL step, unit)."""
-    config = bench.workload_config(
-        bench._ARM.value,
-        bench._PRECISION.value,
-        bench._PROMPTS.value,
-        bench._GROUP.value,
-        bench._NEW_TOKENS.value,
-        bench._SET.value,
-    )
+    config = bench.workload_config(*bench.workload_flags())
     spec = build_run_spec(config)
     run = spec.config
     train = load_split(spec.task, "train", spec.data_dir)
@@ -111,14 +104,7 @@ def rl_step_profile() -> tuple[list[dict[str, float]], list[tuple[str, str, floa
 
 def phase_profile(phase: str) -> tuple[list[dict[str, float]], list[tuple[str, str, float]], str]:
     """(wall and CPU seconds of --calls calls of `phase`, the ops of --traced more, unit)."""
-    w = phases.load_workload(
-        bench._ARM.value,
-        bench._PRECISION.value,
-        bench._PROMPTS.value,
-        bench._GROUP.value,
-        bench._NEW_TOKENS.value,
-        bench._SET.value,
-    )
+    w = phases.load_workload(*bench.workload_flags())
     if phase == "sampler":
         call = phases.sampler_call(
             w, sampler_module, w.spec.rollout_recipe, sampler=_SAMPLER.value
