@@ -84,6 +84,7 @@ def main(argv: list[str]) -> None:
             shared_prompt=None,
             micro_batches=1,
             same_forward=False,
+            delayed_scales="batch",
         )
         params, _ = init_variables(model_cfg, cfg.recipe, jax.random.key(0))
         train = TrainConfig(learning_rate=1e-5)

@@ -105,7 +105,9 @@ def build(
     )
     calibration = CalibrationConfig() if calibration is None else calibration
     groups = PromptGroups(_GROUP.value, _GEN_LEN.value) if _SHARE_PROMPT.value else None
-    update_cfg = UpdateConfig(recipe, rl, calibration, _TEMPERATURE.value, None, groups, 1, False)
+    update_cfg = UpdateConfig(
+        recipe, rl, calibration, _TEMPERATURE.value, None, groups, 1, False, "batch"
+    )
     train_cfg = TrainConfig(
         precision=_PRECISION.value,
         learning_rate=_LR.value,

@@ -55,7 +55,8 @@ def _prompts(tok: GGUFTokenizer, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _update_time(cfg, recipe, rl, train, params, batch, groups: PromptGroups | None) -> float:
     """Seconds of one jitted GRPO update on the whole batch (after its compile)."""
-    update = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, _CHUNK.value, groups, 1, False)
+    calibration = CalibrationConfig()
+    update = UpdateConfig(recipe, rl, calibration, 1.0, _CHUNK.value, groups, 1, False, "batch")
     # the trainer's step donates its state, whose params it is built from: build it on a copy
     params = jax.tree.map(jnp.copy, params)
     mesh = make_mesh(1, 1, 1, jax.devices()[:1])  # the default device, as a plain jit's

@@ -1,4 +1,4 @@
-"""The regime built to break (issue #35): SmolLM2-135M-Instruct on 2-digit addition whose SFT
+"""The regime built to break: SmolLM2-135M-Instruct on 2-digit addition whose SFT
 demonstrations write the working out (`worked_addition`, 34-43 generated tokens), 16 updates per
 rollout batch, a 10x larger learning rate than configs/smollm2.py, no KL anchor, 100 RL steps, the
 ratio's old and new log-probs from one forward program. Everything else, and the arms, as
@@ -30,6 +30,6 @@ def get_config(arm: str = "") -> ConfigDict:
     config = smollm2.get_config(arm)  # the arm; share_prompt unless delayed scaling
     config = apply_overrides(config, REGIME)
     # the ratio's old and new log-probs from one compiled forward, so r = 1 at theta_old at every
-    # update, not only the first; like share_prompt, not with delayed scaling
-    config.train.same_forward = config.train.share_prompt
+    # update, not only the first (delayed scaling too: its scales are frozen within a batch)
+    config.train.same_forward = True
     return config

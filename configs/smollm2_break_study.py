@@ -1,4 +1,4 @@
-"""The study of the regime built to break (issue #35; docs/break_regime.md) as a sweep over
+"""The study of the regime built to break (docs/break_regime.md) as a sweep over
 configs/smollm2_break.py: BF16, FP8 per-tensor + TIS, and + Calibrated Clipping at K = 1 and at
 the paper's K = 20 (`calibration.period`), at seeds 0 and 1, 100 RL steps each.
 
@@ -33,6 +33,11 @@ COMMON = {
     "log.checkpoint_every": 5,  # a run killed at a session's end loses at most 4 RL steps
     "log.ratios_every": 5,  # ratio dumps to trace clipped A<0 tokens over steps
     "log.samples_every": 5,
+    # every arm's BF16 shadow clip shares by sign on its own tokens, at the ratio dumps' interval
+    "calibration.shadow_every": 5,
+    # one group (about 150 A<0 tokens) per minibatch is too few for a 1% quantile: the calibrating
+    # arms pool the RL step's 16 minibatches at theta_1 (about 2400)
+    "calibration.sample": "batch",
 }
 PHASES = {"all": (0, 1), "seed0": (0,), "seed1": (1,)}
 

@@ -1,4 +1,4 @@
-"""The study of issue 6 (RESULTS.md): phases of the experiment matrix as sweep configs.
+"""The study of RESULTS.md: phases of the experiment matrix as sweep configs.
 
   python -m experiments.sweep --config=configs/study.py:<phase> --workdir=results/<phase>
 
@@ -54,6 +54,8 @@ def _arm(name: str, **extra) -> dict:
     overrides = {"correction.mode": "token_tis", **ARMS[name], **extra}
     if overrides.get("calibration.enabled"):
         overrides.setdefault("calibration.upper_rule", "balance")
+    if "delayed" in overrides.get("train.precision", ""):  # the committed runs predate frozen
+        overrides.setdefault("train.delayed_scales", "update")  # delayed scales
     return overrides
 
 
@@ -240,8 +242,9 @@ POWERED_COMMON = {  # today's fast path (configs/smollm2.py's defaults) plus:
 
 
 def powered_arms() -> dict[str, dict]:
-    """The powered real-model study (issue #35): the headline arms, CalClip with the lower bound
-    only, and the attribution arms (FP8 per-tensor in the rollout alone, in the trainer alone)."""
+    """The powered real-model study (docs/study_plan.md): the headline arms, CalClip with the
+    lower bound only, and the attribution arms (FP8 per-tensor in the rollout alone, in the
+    trainer alone)."""
     arms = real_model_arms()
     arms["fp8_tensor_tis_calib_lower"] = _arm(
         "fp8_tensor_tis_calib", **{"calibration.upper_rule": "fixed"}

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import textwrap
 from pathlib import Path
 from types import ModuleType
@@ -23,9 +24,10 @@ def _modules() -> dict[str, ModuleType]:
 
 
 def family_args(module: ModuleType) -> tuple[str, list[str]] | None:
-    """(what follows `:`, its choices) of a config file: a train family's arms (it applies
-    configs/arms.py), a study's phases or a sweep's options; None for neither."""
-    if hasattr(module, "apply_arm"):
+    """(what follows `:`, its choices) of a config file: a train family's arms (its get_config
+    takes an `arm` of configs/arms.py), a study's phases or a sweep's options; None for neither."""
+    get_config = getattr(module, "get_config", None)
+    if get_config is not None and "arm" in inspect.signature(get_config).parameters:
         from configs.arms import ARMS
 
         return "arm", sorted(ARMS)

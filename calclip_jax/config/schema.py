@@ -18,6 +18,7 @@ from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.corrections import CorrectionConfig
 
 SCHEDULES = ("constant", "cosine", "linear")
+DELAYED_SCALES = ("batch", "update")  # `train.delayed_scales`
 MAX_SEED = 2**32 - 1
 
 
@@ -116,7 +117,10 @@ class TrainConfig:
     micro_batches: int = 1  # gradient accumulation: each minibatch's forward and backward in
     # this many parts of whole groups, gradients summed in float32 (not with delayed scaling)
     same_forward: bool = False  # the ratio's old and new log-probs from one compiled forward
-    # program, the backward through a recomputed forward (train/forward_program.py; no delayed)
+    # program, the backward through a recomputed forward (train/forward_program.py)
+    delayed_scales: str = "batch"  # delayed scaling: "batch" scales a rollout batch's forwards
+    # from the amax history as the batch began (primed before the run's first update), its
+    # updates' amaxes pushed for the next batch; "update": each update from the one before
 
     def __post_init__(self) -> None:
         at_least(self, 1, "steps", "ppo_epochs", "num_minibatches", "logprob_chunk")
@@ -124,6 +128,7 @@ class TrainConfig:
         at_least(self, 1, "decay_updates")
         at_least(self, 0, "warmup_updates", "weight_decay")
         one_of(self, "schedule", SCHEDULES)
+        one_of(self, "delayed_scales", DELAYED_SCALES)
         above(self, 0, "learning_rate", "eps", "grad_clip_norm")
         within(self, "b1", "[0, 1)")
         within(self, "b2", "[0, 1)")

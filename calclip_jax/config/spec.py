@@ -16,7 +16,7 @@ from typing import Any
 from ml_collections import ConfigDict
 
 from calclip_jax.config.config_dict import ConfigError, keyed_error, parse
-from calclip_jax.config.schema import ModelSizes, RLOverrides, RunConfig
+from calclip_jax.config.schema import DELAYED_SCALES, ModelSizes, RLOverrides, RunConfig
 from calclip_jax.data import CharTokenizer, GGUFTokenizer, HFTokenizer, Task, Tokenizer, get_task
 from calclip_jax.data.rewards import RewardMix
 from calclip_jax.fp8 import PRESETS, PrecisionRecipe
@@ -47,6 +47,7 @@ class UpdateConfig:
     shared_prompt: PromptGroups | None  # rows grouped per prompt, run once (`batch_logprobs`)
     micro_batches: int  # gradient accumulation: micro-batches per update (`train/micro_batches`)
     same_forward: bool  # old and new log-probs from one compiled program (`train/forward_program`)
+    delayed_scales: str  # "batch" | "update" (`TrainConfig.delayed_scales`)
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
@@ -55,12 +56,22 @@ class UpdateConfig:
             raise ValueError(f"logprob_chunk must be >= 1 or None, got {self.logprob_chunk}")
         if self.micro_batches < 1:
             raise ValueError(f"micro_batches must be >= 1, got {self.micro_batches}")
-        if self.micro_batches > 1 and self.recipe.any_delayed:
-            raise ValueError("micro_batches > 1 takes no delayed-scaling recipe")
-        if self.same_forward and self.recipe.any_delayed:
-            raise ValueError("same_forward takes no delayed-scaling recipe")
+        if self.delayed_scales not in DELAYED_SCALES:
+            raise ValueError(f"delayed_scales must be one of {DELAYED_SCALES}, got {self}")
+        per_update = self.recipe.any_delayed and not self.frozen_scales
+        if self.micro_batches > 1 and per_update:
+            raise ValueError("micro_batches > 1 takes no delayed_scales='update' recipe")
+        if self.same_forward and per_update:
+            raise ValueError("same_forward takes no delayed_scales='update' recipe")
         if self.calibration.traces_shadow:
             PrecisionRecipe.preset(self.calibration.shadow_precision)  # validates the name
+
+    @property
+    def frozen_scales(self) -> bool:
+        """Delayed scaling whose amax history stays as the rollout batch began during its
+        updates (`delayed_scales="batch"`): at equal parameters every forward of a batch scales
+        alike, so the ratio at theta_old is 1 at every update."""
+        return self.recipe.any_delayed and self.delayed_scales == "batch"
 
     @property
     def shadow_recipe(self) -> PrecisionRecipe:
@@ -188,21 +199,24 @@ def micro_batches(run: RunConfig) -> int:
             f"(rollout batch / train.num_minibatches)"
             + (f" into whole groups of {group} (train.share_prompt)" if group > 1 else "")
         )
-    if PrecisionRecipe.preset(t.precision).any_delayed:
+    if PrecisionRecipe.preset(t.precision).any_delayed and t.delayed_scales == "update":
         raise ConfigError(
-            f"train.micro_batches={n}: train.precision={t.precision!r} has delayed scaling, whose "
-            "amax histories would observe each micro-batch's forward twice"
+            f"train.micro_batches={n}: train.precision={t.precision!r} has delayed scaling with "
+            "train.delayed_scales='update', whose amax histories would observe each "
+            "micro-batch's forward twice (use 'batch')"
         )
     return n
 
 
 def same_forward(run: RunConfig) -> bool:
-    """`train.same_forward`, checked: not with delayed scaling."""
+    """`train.same_forward`, checked: not with per-update delayed scales."""
     t = run.train
-    if t.same_forward and PrecisionRecipe.preset(t.precision).any_delayed:
+    delayed = PrecisionRecipe.preset(t.precision).any_delayed
+    if t.same_forward and delayed and t.delayed_scales == "update":
         raise ConfigError(
-            f"train.same_forward: train.precision={t.precision!r} has delayed scaling, whose amax "
-            "histories would observe every call of the forward program"
+            f"train.same_forward: train.precision={t.precision!r} has delayed scaling with "
+            "train.delayed_scales='update', whose amax histories would observe every call of "
+            "the forward program (use 'batch')"
         )
     return t.same_forward
 
@@ -279,6 +293,7 @@ def build_run_spec(config: RunConfig | ConfigDict) -> RunSpec:
         shared_prompt=shared_prompt(run),
         micro_batches=micro_batches(run),
         same_forward=same_forward(run),
+        delayed_scales=run.train.delayed_scales,
     )
     cache_dir = run.sft.cache_dir or default_cache_dir()
     return RunSpec(

@@ -1,10 +1,12 @@
 """Per-tensor delayed scaling: an explicit amax history (newest first) and the scale it implies.
 
 The scale used at step t comes only from the history *before* t; the amax observed at t is then
-pushed into the history (``update_history``). An empty history (all zeros, e.g. the first step)
-falls back to ``fallback_amax`` (the current amax) if given, else to scale 1. Scales come from
-``quantize.compute_scale``: finite for any finite amax and margin (clamped to the float32 max, not
-inf), NaN for a non-finite fallback amax.
+pushed into the history (``update_history``). The trainer may scale a whole rollout batch from
+the history as the batch began and push what its updates observed into another copy
+(``newest_amaxes``, ``push_amaxes``; `train.delayed_scales="batch"`). An empty history (all
+zeros, e.g. the first step) falls back to ``fallback_amax`` (the current amax) if given, else to
+scale 1. Scales come from ``quantize.compute_scale``: finite for any finite amax and margin
+(clamped to the float32 max, not inf), NaN for a non-finite fallback amax.
 """
 
 from __future__ import annotations
@@ -72,3 +74,13 @@ def merge_fp8_meta(updated_meta: Mapping, meta_grads: Mapping) -> Any:
         return grad if name == GRAD_HISTORY_NAME else new
 
     return jax.tree_util.tree_map_with_path(pick, dict(updated_meta), dict(meta_grads))
+
+
+def newest_amaxes(histories: Any) -> Any:
+    """Each history's newest entry: what the forward (and backward) that pushed it observed."""
+    return jax.tree.map(lambda h: h[0], histories)
+
+
+def push_amaxes(histories: Any, amaxes: Any) -> Any:
+    """``update_history`` of every history with the matching amax of ``amaxes``."""
+    return jax.tree.map(update_history, histories, amaxes)

@@ -16,8 +16,9 @@ forward of step 3 is a recomputation). In float32 the gradient equals the whole-
 to float32 rounding (a test holds it there). With FP8 current scaling a per-tensor amax is taken
 over the micro-batch, so the numbers are those of micro-batch composition: the old log-probs are
 computed under the same split (`ppo_update.make_minibatch_forwards`), which keeps the ratio
-exactly 1 at theta_old. Delayed scaling is not supported (its amax histories would observe each
-micro-batch's forward twice).
+exactly 1 at theta_old. Delayed scaling needs `train.delayed_scales="batch"`: every forward
+scales from the history as the rollout batch began, and the update pushes the largest amax its
+micro-batches observed (`accumulate_vjp`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from calclip_jax.fp8.delayed import merge_fp8_meta, newest_amaxes
 
 Rows = dict[str, jax.Array]
 
@@ -69,25 +72,38 @@ def map_micro(
 
 
 def accumulate_vjp(
-    logp_fn: Callable[[Any, Rows], jax.Array],
+    logp_fn: Callable[[Any, Any, Rows], tuple[jax.Array, Any]],
     params: Any,
+    fp8_meta: Any,
     batch: Rows,
     cotangent_BT: jax.Array,
     micro_batches: int,
     group_size: int = 1,
-) -> Any:
-    """sum_i VJP(params -> logp_fn(params, micro-batch i))(cotangent of micro-batch i), summed in
-    float32 one micro-batch after another: the gradient of a loss of the log-probs whose
-    gradient with respect to them is `cotangent_BT`."""
+) -> tuple[Any, Any]:
+    """(sum_i VJP(params -> log-probs of micro-batch i)(cotangent of micro-batch i), amaxes):
+    the gradient, summed in float32 one micro-batch after another, of a loss of the log-probs
+    whose gradient with respect to them is `cotangent_BT`.
+
+    `logp_fn(params, fp8_meta, rows)` -> (log-probs, fp8_meta as that forward pushed it). With
+    delayed scaling (a non-empty `fp8_meta`, the histories the forwards scale from) `amaxes` holds
+    per history the largest amax a micro-batch's forward or backward observed (the backward's via
+    the VJP with respect to `fp8_meta`: `merge_fp8_meta`); else it is {}."""
     parts = {k: split(v, micro_batches, group_size) for k, v in batch.items()}
     cotangents = split(cotangent_BT, micro_batches, group_size)
 
-    def add(acc: Any, xs: tuple[Rows, jax.Array]) -> tuple[Any, None]:
+    def add(carry: tuple[Any, Any], xs: tuple[Rows, jax.Array]) -> tuple[tuple[Any, Any], None]:
+        acc, seen = carry
         rows, cot = xs
-        _, vjp = jax.vjp(lambda p: logp_fn(p, rows), params)
-        (grads,) = vjp(cot)
-        return jax.tree.map(lambda a, g: a + g.astype(jnp.float32), acc, grads), None
+        forward = lambda p, m: logp_fn(p, m, rows)
+        _, vjp, pushed = jax.vjp(forward, params, fp8_meta, has_aux=True)
+        grads, meta_grads = vjp(cot)
+        acc = jax.tree.map(lambda a, g: a + g.astype(jnp.float32), acc, grads)
+        if fp8_meta:
+            now = newest_amaxes(merge_fp8_meta(pushed, meta_grads))
+            seen = jax.tree.map(jnp.maximum, seen, now)
+        return (acc, seen), None
 
     zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
-    total, _ = lax.scan(add, zeros, (parts, cotangents))
-    return jax.tree.map(lambda g, p: g.astype(p.dtype), total, params)
+    unseen = jax.tree.map(lambda h: jnp.zeros((), jnp.float32), fp8_meta)
+    (total, seen), _ = lax.scan(add, (zeros, unseen), (parts, cotangents))
+    return jax.tree.map(lambda g, p: g.astype(p.dtype), total, params), seen

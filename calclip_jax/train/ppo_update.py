@@ -7,7 +7,10 @@ log-probs on the whole batch and updating on minibatches would start the ratio a
 The first update of a batch uses its own forward as the old log-probs
 (`train/update_step.py`), so the ratio is exactly 1 there, and its precomputed old log-probs
 are needed only for the `old_logp_recompute_gap` check: they are computed at ratio-dump steps
-(`update(probe=True)`) and skipped otherwise. The composition effect itself
+(`update(probe=True)`) and skipped otherwise. With frozen delayed scales (`train.delayed_scales=
+"batch"`) every forward of the batch scales from the amax histories as it began: primed before the
+run's first update (`_prime`), so no forward scales from its own amax and the composition effect
+is gone. The composition effect itself
 (whole-batch vs minibatch old log-probs) is measured at ratio-dump steps (`composition_*`
 metrics, `ratio_probe`).
 
@@ -44,7 +47,7 @@ from calclip_jax.train.pooled_calibration import make_pooled_calibration
 from calclip_jax.train.state import TrainState
 from calclip_jax.train.update_step import update_flags
 
-__all__ = ["PPOUpdater", "make_logprob_fn", "minibatch_keys", "plan_rng"]
+__all__ = ["PPOUpdater", "histories_empty", "make_logprob_fn", "minibatch_keys", "plan_rng"]
 THETA_FORWARDS = ("old_logp", "old_logp_ref")  # the trainer's and the shadow's, one program
 
 ROLLOUT_KEYS = ("tokens", "positions", "attn_mask", "response_mask", "advantages", "rollout_logp")
@@ -54,6 +57,11 @@ PLAN_STREAM = 1_000_003  # the minibatch order of RL step s draws from [seed, s,
 def plan_rng(seed: int, rl_step: int) -> np.random.Generator:
     """The generator of RL step `rl_step`'s minibatch plan (`PPOUpdater.plan`) in run `seed`."""
     return np.random.default_rng([seed, rl_step, PLAN_STREAM])
+
+
+def histories_empty(fp8_meta: Any) -> bool:
+    """Whether delayed scaling's amax histories have observed nothing yet (all zero)."""
+    return not any(np.any(np.asarray(to_host(h)) != 0) for h in jax.tree.leaves(fp8_meta))
 
 
 def minibatch_keys(cfg: UpdateConfig) -> tuple[str, ...]:
@@ -193,6 +201,19 @@ class PPOUpdater:
             out[SHADOW_KEY] = jnp.zeros_like(out["logp"])
         return out
 
+    def _prime(
+        self, state: TrainState, rollout: dict[str, Any], plan: list[np.ndarray]
+    ) -> TrainState:
+        """`state` with primed amax histories, before the run's first update under frozen delayed
+        scales: empty histories would scale every forward from its own amax (the old log-probs
+        from their minibatch's, the shadow and the sampler from theirs). The first minibatch's
+        update at theta_old runs on a copy of the state and is dropped; the amaxes its forward
+        and backward observed become the histories."""
+        mb = self.prepare(state, rollout, plan[:1], calibrate=False, first_old=False)[0]
+        trial = jax.tree.map(jnp.copy, state)  # the step donates it
+        trial, _ = self.update_step(trial, mb, update_flags(True, False, False, state.fp8_meta))
+        return state.replace(fp8_meta=trial.fp8_meta)
+
     def ratio_probe(
         self,
         old_params: Any,
@@ -235,6 +256,13 @@ class PPOUpdater:
         plan = self.plan(n, rng)
         cal = self.update_config.calibration
         calibrate, shadow = self.calibrates(rl_step), cal.measures_shadow(rl_step)
+        frozen = self.update_config.frozen_scales
+        if frozen and histories_empty(state.fp8_meta):
+            state = self._prime(state, rollout, plan)
+        # frozen delayed scales: what every forward of this batch scales from (a copy: the step
+        # donates the state); the updates push their amaxes into state.fp8_meta meanwhile
+        scales = jax.tree.map(jnp.copy, state.fp8_meta) if frozen else None
+        at_scales = (lambda s: s.replace(fp8_meta=scales)) if frozen else (lambda s: s)
         minibatches = self.prepare(state, rollout, plan, calibrate, first_old=probe, shadow=shadow)
         old = jax.tree.map(jnp.copy, (state.params, state.fp8_meta)) if probe else None
         device_metrics, epoch = [], minibatches[: self.num_minibatches]
@@ -243,11 +271,13 @@ class PPOUpdater:
             if reuse is not None:  # the pooled calibration's program outputs at these params
                 mb, reuse = {**mb, **reuse}, None
             elif self._program is not None and i > 0:  # the first has them from `prepare`
-                mb = {**mb, **self._program_outputs(state, mb, calibrate or shadow)}
-            state, metrics = self.update_step(state, mb, update_flags(i == 0, calibrate, shadow))
+                mb = {**mb, **self._program_outputs(at_scales(state), mb, calibrate or shadow)}
+            flags = update_flags(i == 0, calibrate, shadow, scales)
+            state, metrics = self.update_step(state, mb, flags)
             device_metrics.append(metrics)
             if pending and int(to_host(state.batch_updates)) > 0:  # theta != theta_old
-                state, pool_metrics, outs = self._pool(state, epoch)
+                pooled, pool_metrics, outs = self._pool(at_scales(state), epoch)
+                state = state.replace(clip_lower=pooled.clip_lower, clip_upper=pooled.clip_upper)
                 pending, pooled_at = False, (min(i + 1, len(minibatches) - 1), pool_metrics)
                 if self._program is not None and i + 1 < len(epoch):
                     reuse = outs[i + 1]
@@ -262,7 +292,7 @@ class PPOUpdater:
             host[at].update({k: float(v) for k, v in tree_to_host(pool_metrics).items()})
         if not probe:
             return state, host, None
-        probed = self.ratio_probe(*old, state, rollout)
+        probed = self.ratio_probe(*old, at_scales(state), rollout)
         first_epoch_BT = np.zeros_like(probed["old_logp_full"])
         for idx, mb in zip(plan[: self.num_minibatches], minibatches, strict=False):
             first_epoch_BT[idx] = np.asarray(mb["old_logp"])

@@ -28,6 +28,12 @@ skipped (non-finite) update. The FP8 ratio it calibrates is the one of the diffe
 itself: no extra FP8 forward is paid. With `sample="batch"` the step never calibrates: the
 updater sets the bounds from a sample pooled over the RL step (`train/pooled_calibration.py`).
 
+Delayed scaling with frozen scales (`UpdateConfig.frozen_scales`, `train.delayed_scales="batch"`):
+every forward of a rollout batch scales from the amax histories as the batch began
+(`flags[BATCH_FP8_META]`), so at equal parameters the old and new log-probs scale alike; the
+update pushes what its forward and backward observed into `state.fp8_meta`, which the next batch
+scales from. With "update" each update scales from the histories the previous one pushed.
+
 Two knobs split the fused gradient program (`UpdateConfig`): with `micro_batches` > 1 the loss's
 log-probs come from a no-grad forward over the micro-batches and the gradient from a VJP per
 micro-batch (`train/micro_batches.py`); with `same_forward` those log-probs, and the shadow's,
@@ -47,7 +53,7 @@ import optax
 from jax import lax
 
 from calclip_jax.config.spec import UpdateConfig
-from calclip_jax.fp8 import merge_fp8_meta
+from calclip_jax.fp8.delayed import merge_fp8_meta, newest_amaxes, push_amaxes
 from calclip_jax.model import ModelConfig
 from calclip_jax.rl.calibration import (
     calibrated_bounds_with_aux,
@@ -65,17 +71,26 @@ from calclip_jax.train.state import TrainState
 Metrics = dict[str, jax.Array]
 Flags = dict[str, jax.Array]
 GAP_LOG_THRESHOLD = float(np.log(1.2))  # `old_logp_recompute_gap_frac` counts |gap| above this
+BATCH_FP8_META = "batch_fp8_meta"  # the flag of the histories a batch scales from (frozen)
 
 
-def update_flags(new_batch: bool, calibrate: bool, shadow: bool | None = None) -> Flags:
+def update_flags(
+    new_batch: bool, calibrate: bool, shadow: bool | None = None, batch_fp8_meta: Any = None
+) -> Flags:
     """Per-update flags: first update of a rollout batch; update of a calibrating RL step; update
-    of an RL step that measures the shadow (None: `calibrate`)."""
+    of an RL step that measures the shadow (None: `calibrate`); with frozen delayed scales
+    (`UpdateConfig.frozen_scales`) the amax histories as the rollout batch began, which every
+    forward of the batch scales from (BATCH_FP8_META; without it an update scales from the
+    state's histories, as when it is the batch's only update)."""
     shadow = calibrate if shadow is None else shadow
-    return {
+    flags = {
         "new_batch": np.bool_(new_batch),
         "calibrate": np.bool_(calibrate),
         "shadow": np.bool_(shadow),
     }
+    if batch_fp8_meta is not None:
+        flags[BATCH_FP8_META] = batch_fp8_meta
+    return flags
 
 
 def _select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -93,6 +108,7 @@ def make_update_step(
     static_bounds = tuple(jnp.float32(b) for b in rl.clip_bounds)
     use_kl = rl.kl_beta > 0
     micro, group = cfg.micro_batches, 1 if shared is None else shared.group_size
+    frozen = cfg.frozen_scales
 
     def trainer_forward(params: Any, fp8_meta: Any, rows: Batch) -> tuple:
         return batch_logprobs(
@@ -131,6 +147,8 @@ def make_update_step(
 
     def step(state: TrainState, batch: Batch, flags: Flags) -> tuple[TrainState, Metrics]:
         mask_BT, adv = batch["response_mask"], batch["advantages"]
+        # what the forwards scale from (without the flag, as for one update: the state's)
+        scales = flags.get(BATCH_FP8_META, state.fp8_meta) if frozen else state.fp8_meta
         applied = jnp.where(flags["new_batch"], 0, state.batch_updates)
         at_old = applied == 0  # no update applied since the batch began: theta == theta_old
         off = jnp.bool_(False)
@@ -196,26 +214,29 @@ def make_update_step(
 
             grad_fn = jax.grad(loss_fn, argnums=(0, 1), has_aux=True)
             (grads, meta_grads), (logp_BT, entropy_BT, new_meta, aux) = grad_fn(
-                state.params, state.fp8_meta
+                state.params, scales
             )
+            seen = merge_fp8_meta(new_meta, meta_grads) if scales else scales
+            fp8_meta = push_amaxes(state.fp8_meta, newest_amaxes(seen)) if frozen else seen
         else:  # the loss's log-probs, then a VJP per micro-batch (`train/micro_batches.py`)
             rows = {k: batch[k] for k in FORWARD_KEYS}
-            logp_of = lambda p, r: trainer_forward(p, {}, r)[0]
+            logp_of = lambda p, m, r: (lambda out: (out[0], out[2]))(trainer_forward(p, m, r))
             if cfg.same_forward:  # computed by the forward program (`train/forward_program.py`)
                 logp_BT, entropy_BT = batch["logp"], batch["entropy"]
             else:
                 logp_BT, entropy_BT = map_micro(
-                    lambda r: trainer_forward(state.params, {}, r)[:2], rows, micro, group
+                    lambda r: trainer_forward(state.params, scales, r)[:2], rows, micro, group
                 )
             cotangent_BT, aux = jax.grad(policy_loss, has_aux=True)(logp_BT)
-            grads = accumulate_vjp(logp_of, state.params, rows, cotangent_BT, micro, group)
-            meta_grads, new_meta = state.fp8_meta, state.fp8_meta
+            grads, seen = accumulate_vjp(
+                logp_of, state.params, scales, rows, cotangent_BT, micro, group
+            )  # delayed scaling here is frozen (`UpdateConfig`): push what the update observed
+            fp8_meta = push_amaxes(state.fp8_meta, seen) if scales else state.fp8_meta
         loss_aux, old_logp_BT, bounds, smoothed_in, weights_BT, extra = aux
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(grad_norm)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        fp8_meta = merge_fp8_meta(new_meta, meta_grads) if state.fp8_meta else state.fp8_meta
         new_state = state.replace(
             update_count=state.update_count + 1,
             params=_select_tree(finite, params, state.params),

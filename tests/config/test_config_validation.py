@@ -13,7 +13,7 @@ from calclip_jax.train import rl_loop
 
 NAN, INF = math.nan, math.inf
 
-# (dotted key, bad value): the 19 values issue 14 found accepted, then the same kinds of gap
+# (dotted key, bad value): the 19 values once accepted, then the same kinds of gap
 # elsewhere (NaN / inf floats, non-positive sizes, probabilities outside [0, 1])
 ISSUE_VALUES = [
     ("calibration.upper_max", 0.5),  # below the upper bound's floor 1
@@ -75,6 +75,7 @@ SWEEP_VALUES = [
     ("train.micro_batches", 0),
     ("train.micro_batches", 3),  # does not divide a minibatch of 64 rows
     ("train.schedule", "warmup"),
+    ("train.delayed_scales", "epoch"),
     ("rl.eps_low", 0.0),
     ("rl.eps_low", 1.0),
     ("rl.eps_high", 0.0),
@@ -208,11 +209,14 @@ def test_micro_batches_that_do_not_split_over_the_data_devices_are_named():
 
 
 @pytest.mark.parametrize("knob", [("micro_batches", 2), ("same_forward", True)])
-def test_delayed_scaling_refuses_the_split_update(knob):
+def test_per_update_delayed_scales_refuse_the_split_update(knob):
     name, value = knob
-    config = _config(f"train.{name}", value, **{"train.precision": "fp8_delayed"})
+    delayed = {"train.precision": "fp8_delayed", "train.delayed_scales": "update"}
     with pytest.raises(ConfigError, match=rf"train\.{name}.*delayed scaling"):
-        build_run_spec(config)
+        build_run_spec(_config(f"train.{name}", value, **delayed))
+    # frozen within a batch (the default), the forwards of a batch all scale alike
+    delayed["train.delayed_scales"] = "batch"
+    assert build_run_spec(_config(f"train.{name}", value, **delayed)).update.frozen_scales
 
 
 def test_device_fit_resolves_the_mesh():
@@ -221,7 +225,7 @@ def test_device_fit_resolves_the_mesh():
     assert mesh_shape(None, 2, 1, 8) == (4, 2, 1)
 
 
-# the crashes issue 14 saw after compiling (or after SFT), with the device count: now raised
+# the crashes once seen after compiling (or after SFT), with the device count: now raised
 # before SFT
 POST_COMPILE_CRASHES = [
     ({"mesh.data": 3}, 2),

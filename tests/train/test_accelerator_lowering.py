@@ -139,7 +139,7 @@ SHARED_PRESETS = ["bf16", *(p for p, (_, scaling) in FP8_PRESETS.items() if scal
 def test_shared_prompt_attention_dots_take_bfloat16_operands(preset):
     """The shared-prompt forward's attention (prompt pass and response pass, forward, the
     rematerialized scores and the backward) as the main path's: bf16 x bf16 dots or an f32
-    cotangent under the bf16 x bf16 -> f32 algorithm; never f32 x f32 (issue #37)."""
+    cotangent under the bf16 x bf16 -> f32 algorithm; never f32 x f32."""
     dots = _attention_dots(_shared_prompt_step_text(preset))
     # per layer and pass (prompt, response): 2 forward, 2 recomputed and 4 backward dots
     assert len(dots) >= 2 * 7 * MODEL.n_layers, (preset, len(dots))

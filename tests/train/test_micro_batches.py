@@ -77,9 +77,9 @@ def test_ratio_stays_one_at_theta_old_with_micro_batches(preset):
         assert m["ratio_log_abs_max"] < 1e-5, m["ratio_log_abs_max"]
 
 
-def test_delayed_scaling_is_refused():
-    with pytest.raises(ValueError, match="delayed"):
-        make_setup("fp8_delayed", micro_batches=2)
+def test_per_update_delayed_scales_are_refused():
+    with pytest.raises(ValueError, match="delayed_scales='update'"):
+        make_setup("fp8_delayed", micro_batches=2, delayed_scales="update")
 
 
 def _update_temp_bytes(micro: int) -> int:

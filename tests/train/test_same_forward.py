@@ -1,6 +1,7 @@
 """`train.same_forward`: old and new log-probs from one compiled forward program, so at
 unchanged parameters the ratio is exactly 1 at every update of a batch (not only the first), in
-the trainer's precision and in the BF16 shadow; with a learning rate, the update is the fused
+the trainer's precision (delayed scaling too: its scales frozen within the batch, primed before
+the first) and in the BF16 shadow; with a learning rate, the update is the fused
 program's to float32 rounding."""
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from calclip_jax.train import CalibrationConfig
 from calclip_jax.train.trainer import build_trainer
 
 EPS32 = float(np.finfo(np.float32).eps)
-NOT_DELAYED = [p for p in PRESETS if "delayed" not in p]
 
 
 def _unchanged_parameters(preset: str, same_forward: bool, micro: int = 1) -> list[dict]:
@@ -42,7 +42,7 @@ def _unchanged_parameters(preset: str, same_forward: bool, micro: int = 1) -> li
     return metrics
 
 
-@pytest.mark.parametrize("preset", NOT_DELAYED)
+@pytest.mark.parametrize("preset", PRESETS)
 def test_ratio_is_exactly_one_at_every_update_at_unchanged_parameters(preset):
     metrics = _unchanged_parameters(preset, same_forward=True)
     for i, m in enumerate(metrics):
@@ -55,8 +55,9 @@ def test_ratio_is_exactly_one_at_every_update_at_unchanged_parameters(preset):
     assert metrics[0]["old_logp_recompute_gap"] == 0.0  # the program against itself
 
 
-def test_micro_batches_and_one_program_together():
-    metrics = _unchanged_parameters("fp8_tensor", same_forward=True, micro=2)
+@pytest.mark.parametrize("preset", ["fp8_tensor", "fp8_delayed"])
+def test_micro_batches_and_one_program_together(preset):
+    metrics = _unchanged_parameters(preset, same_forward=True, micro=2)
     assert all(m["ratio_log_abs_max"] == 0.0 for m in metrics)
 
 
@@ -76,6 +77,6 @@ def test_the_update_is_the_fused_programs(preset):
     assert m_one[0]["loss"] == pytest.approx(m_fused[0]["loss"], rel=1e-5)
 
 
-def test_delayed_scaling_is_refused():
-    with pytest.raises(ValueError, match="delayed"):
-        make_setup("fp8_delayed", same_forward=True)
+def test_per_update_delayed_scales_are_refused():
+    with pytest.raises(ValueError, match="delayed_scales='update'"):
+        make_setup("fp8_delayed", same_forward=True, delayed_scales="update")

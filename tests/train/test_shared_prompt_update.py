@@ -35,7 +35,7 @@ def setup(shared: bool):
 def planner(epochs: int = 1) -> PPOUpdater:
     """An updater with nothing compiled: its plan and its input checks."""
     recipe, rl = PrecisionRecipe.preset("fp32"), get_preset("grpo")
-    cfg = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, None, GROUPS, 1, False)
+    cfg = UpdateConfig(recipe, rl, CalibrationConfig(), 1.0, None, GROUPS, 1, False, "batch")
     return PPOUpdater(TINY, cfg, None, epochs=epochs, num_minibatches=2)
 
 

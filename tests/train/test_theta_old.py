@@ -16,15 +16,22 @@ from calclip_jax.parallel.mesh import make_mesh
 from calclip_jax.train import CalibrationConfig
 from calclip_jax.train.trainer import build_trainer
 
-BATCH_INVARIANT = ("fp32", "bf16", "fp8_channel", "fp8_block", "fp8_mx")  # per-row scales
-BATCH_DEPENDENT = ("fp8_tensor", "fp8_delayed")  # per-tensor amax (delayed: empty history)
+# per-row scales, or delayed scales from a primed history frozen within the batch
+BATCH_INVARIANT = ("fp32", "bf16", "fp8_channel", "fp8_block", "fp8_mx", "fp8_delayed")
+# per-tensor current amax; delayed scales per update: the first batch's history is empty, so
+# every forward falls back to its own amax
+BATCH_DEPENDENT = ("fp8_tensor", "fp8_delayed/update")
 
 
 @functools.cache  # both tests read one run per preset (each run compiles its update step)
 def _update(preset: str, logprob_chunk: int | None):
-    """One RL step of 2 epochs x 4 minibatches, calibrating at every update after the first."""
+    """One RL step of 2 epochs x 4 minibatches, calibrating at every update after the first.
+    `preset` may end in "/update": delayed scales pushed by every update."""
     calib = CalibrationConfig(enabled=True, period=1, ema_beta=0.0)
-    cfg, _, state = make_setup(preset, calibration=calib, logprob_chunk=logprob_chunk)
+    preset, _, scales = preset.partition("/")
+    cfg, _, state = make_setup(
+        preset, calibration=calib, logprob_chunk=logprob_chunk, delayed_scales=scales or "batch"
+    )
     train = TrainConfig(learning_rate=3e-2)
     # the run's wiring: sharded, state-donating update step (on a one-device mesh)
     mesh = make_mesh(1, 1, 1, jax.devices()[:1])
@@ -35,7 +42,8 @@ def _update(preset: str, logprob_chunk: int | None):
 
 
 @pytest.mark.parametrize(
-    ("preset", "chunk"), [(p, None) for p in PRESETS] + [("bf16", 3), ("fp8_tensor", 5)]
+    ("preset", "chunk"),
+    [(p, None) for p in PRESETS] + [("bf16", 3), ("fp8_tensor", 5), ("fp8_delayed/update", None)],
 )
 def test_ratio_is_exactly_one_at_the_first_update(preset, chunk):
     state, metrics, _ = _update(preset, chunk)

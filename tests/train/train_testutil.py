@@ -87,6 +87,7 @@ def make_setup(
         "shared_prompt": None,
         "micro_batches": 1,
         "same_forward": False,
+        "delayed_scales": "batch",
     }
     update_cfg = UpdateConfig(recipe=PrecisionRecipe.preset(recipe), **{**fields, **step_kwargs})
     import jax
