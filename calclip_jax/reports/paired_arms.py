@@ -50,6 +50,14 @@ SHADOW_PAIRS = (
     ("A>0 above the upper bound", "clip_frac_upper_pos", "clip_frac_upper_pos_ref"),
 )
 
+# label, metric, percent: the bounds a calibrating arm used and how often they hit their limits
+BOUND_METRICS = (
+    ("lower bound in use", "clip_lower", False),
+    ("upper bound in use", "clip_upper", False),
+    ("calibrations floored (lower_min)", "calib_lower_floored", True),
+    ("calibrations capped (upper_max)", "calib_upper_capped", True),
+)
+
 
 def load_seeded_runs(sweep_dir: str | Path) -> Runs:
     """Every run under `sweep_dir`, grouped by arm and seed."""
@@ -147,6 +155,23 @@ def shadow_rows(runs: Runs, **boot: Any) -> list[list[str]]:
     return rows
 
 
+def bound_rows(runs: Runs, **boot: Any) -> list[list[str]]:
+    """Rows "arm, quantity, mean [90%]" for arms that calibrated: the clip bounds in use over
+    RL steps, and the share of calibrations whose lower bound sat on its floor or whose upper
+    bound sat on its cap (each logged where a calibration ran)."""
+    rows = []
+    for arm in sorted(runs):
+        seeds, steps = sorted(runs[arm]), run_length(runs[arm])
+        if not np.isfinite(step_matrix(runs[arm], seeds, "calib_lower_floored", steps)).any():
+            continue
+        for label, key, percent in BOUND_METRICS:
+            x = step_matrix(runs[arm], seeds, key, steps)
+            if np.isfinite(x).any():
+                cell = mean_interval(x, **boot).fmt(scale=100.0 if percent else 1.0)
+                rows.append([arm, label + (" %" if percent else ""), cell])
+    return rows
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A GitHub Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -177,5 +202,7 @@ def paired_report(runs: Runs, baseline: str, **boot: Any) -> str:
                 ],
                 shadow_rows(runs, **boot),
             ),
+            "### Calibrated bounds (arms that calibrate; shares of the calibrations made)",
+            markdown_table(["arm", "quantity", "mean [90%]"], bound_rows(runs, **boot)),
         ]
     )

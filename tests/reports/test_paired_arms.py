@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from calclip_jax.reports.paired_arms import (
+    bound_rows,
     load_seeded_runs,
     paired_report,
     paired_rows,
@@ -72,6 +73,27 @@ def test_the_shadow_multiplier_divides_metrics_of_one_run(tmp_path):
     rows = shadow_rows(load_seeded_runs(_sweep(tmp_path)), n_boot=200)
     assert [r[:2] for r in rows] == [["fp8", "A<0 below the lower bound"]]
     assert rows[0][4] == "3x [3, 3]"
+
+
+def test_calibrated_bounds_report_their_floor_and_cap_hit_rates(tmp_path):
+    """Calibrations log floor / cap hits where they run (NaN elsewhere): the share counts them."""
+    rows = [
+        {
+            "step": t + 1,
+            "clip_lower": 0.6,
+            "clip_upper": 1.4,
+            "calib_lower_floored": float(t % 4 == 0) if t % 2 == 0 else float("nan"),
+            "calib_upper_capped": 1.0 if t % 2 == 0 else float("nan"),
+        }
+        for t in range(STEPS)
+    ]
+    _write_run(tmp_path / "calib__seed1", rows)
+    _write_run(tmp_path / "tis__seed1", [{"step": 1, "clip_lower": 0.8}])
+    got = {r[1]: r[2] for r in bound_rows(load_seeded_runs(tmp_path), n_boot=200)}
+    assert got["lower bound in use"] == "0.6 [0.6, 0.6]"
+    assert got["calibrations capped (upper_max) %"] == "100 [100, 100]"
+    assert got["calibrations floored (lower_min) %"].startswith("50 [")  # 3 of 6 calibrations
+    assert all(r[0] == "calib" for r in bound_rows(load_seeded_runs(tmp_path), n_boot=50))
 
 
 def test_cli_prints_and_writes_the_tables_and_names_a_missing_baseline(tmp_path):
