@@ -32,6 +32,7 @@ COMMON = {
     "log.quiet": True,
     "log.checkpoint_every": 5,  # a run killed at a session's end loses at most 4 RL steps
     "log.ratios_every": 5,  # ratio dumps to trace clipped A<0 tokens over steps
+    "log.trace_dumps": 4,  # each dump rescores the 4 before it: lags 5-20 (clipped_trace)
     "log.samples_every": 5,
     # every arm's BF16 shadow clip shares by sign on its own tokens, at the ratio dumps' interval
     "calibration.shadow_every": 5,

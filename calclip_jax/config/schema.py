@@ -165,6 +165,8 @@ class LogConfig:
     num_samples: int = 8  # responses per dump
     checkpoint_every: int = 10  # RL steps between orbax checkpoints
     ratios_every: int | None = 10  # RL steps between ratio dumps (ratios/step_*.npz); None = never
+    trace_dumps: int = 0  # at a ratio dump, rescore the N latest earlier dumps' rows under the
+    # current policy (ratios/trace_step_*.npz: do tokens clipped on A<0 gain probability?); 0 = off
     quiet: bool = False  # no progress bar (CI)
     wandb_project: str | None = None  # Weights & Biases project (needs wandb); None = off
     surge_factor: float = SURGE_FACTOR  # entropy surge: smoothed entropy > factor x running min
@@ -173,8 +175,13 @@ class LogConfig:
 
     def __post_init__(self) -> None:
         at_least(self, 1, "samples_every", "checkpoint_every", "ratios_every", "surge_window")
-        at_least(self, 0, "num_samples", "surge_warmup")
+        at_least(self, 0, "num_samples", "surge_warmup", "trace_dumps")
         above(self, 1, "surge_factor")
+        if self.trace_dumps and self.ratios_every is None:
+            raise ValueError(
+                f"trace_dumps={self.trace_dumps} rescores earlier ratio dumps, so it needs "
+                "log.ratios_every (None: no dumps); set it or trace_dumps=0"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

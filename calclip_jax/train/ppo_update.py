@@ -46,6 +46,7 @@ from calclip_jax.train.minibatch_forwards import (  # make_logprob_fn: re-export
 from calclip_jax.train.pooled_calibration import make_pooled_calibration
 from calclip_jax.train.state import TrainState
 from calclip_jax.train.update_step import update_flags
+from calclip_jax.workdir.ratio_dumps import ROW_KEYS
 
 __all__ = ["PPOUpdater", "histories_empty", "make_logprob_fn", "minibatch_keys", "plan_rng"]
 THETA_FORWARDS = ("old_logp", "old_logp_ref")  # the trainer's and the shadow's, one program
@@ -224,7 +225,8 @@ class PPOUpdater:
         """Ratios of the whole rollout batch after all its updates, in the trainer precision and
         in the BF16 shadow (each against the old policy in the same precision, all on the whole
         batch), with advantages, response mask and old token probabilities: the raw material of
-        ratio histograms. `old_logp_full`: the trainer's old log-probs on the whole batch."""
+        ratio histograms. `old_logp_full`: the trainer's old log-probs on the whole batch;
+        `ROW_KEYS` (int32): what rescores the rows later (`whole_batch_logp`, `log.trace_dumps`)."""
         mask = batch["response_mask"].astype(bool)
         old = to_host(self._logp(old_params, old_meta, batch))
         old_ref = to_host(self._shadow_logp(old_params, {}, batch))
@@ -238,7 +240,13 @@ class PPOUpdater:
             "mask": mask,
             "old_prob": np.exp(old).astype(np.float32),
             "old_logp_full": old.astype(np.float32),
+            **{k: np.asarray(batch[k], np.int32) for k in ROW_KEYS},
         }
+
+    def whole_batch_logp(self, params: Any, fp8_meta: Any, rows: dict[str, Any]) -> np.ndarray:
+        """The trainer-precision log-probs of `rows` (`FORWARD_KEYS`) as one batch, on the host:
+        the forward of `ratio_probe`'s `old_logp_full`."""
+        return to_host(self._logp(params, fp8_meta, {k: rows[k] for k in FORWARD_KEYS}))
 
     def update(
         self,

@@ -6,7 +6,8 @@ One RL step (one rollout batch):
   2. PPO: epochs x minibatches jitted updates (trainer precision), each one `update_step`: the
      clipped loss at the carried clip bounds, Calibrated Clipping inside, optax update;
   3. greedy evaluation every eval.every RL steps (and at the first and the last);
-  4. one metrics row, sample and ratio dumps, an orbax checkpoint every log.checkpoint_every.
+  4. one metrics row, sample and ratio dumps (with log.trace_dumps, earlier dumps rescored:
+     `clipped_trace`), an orbax checkpoint every log.checkpoint_every.
 An optimizer update is an "update"; a "step" is an RL step everywhere in this file.
 
 `run_experiment` holds the workdir's lock (`workdir.lock`), refuses a config other than the
@@ -32,6 +33,7 @@ from calclip_jax.analysis.stats import FINAL_STEPS, finite_mean
 from calclip_jax.config import RunConfig, RunSpec, build_run_spec, check_devices, resolved_record
 from calclip_jax.data import SPLITS, Example, load_split
 from calclip_jax.parallel.multihost import is_leader, leader_first, leader_says, sync
+from calclip_jax.train.clipped_trace import write_trace
 from calclip_jax.train.collect import Collector, run_collector
 from calclip_jax.train.evaluate import greedy_eval
 from calclip_jax.train.ppo_update import PPOUpdater, plan_rng
@@ -150,6 +152,8 @@ def rl_step(parts: RLParts, step: int) -> dict[str, float]:
     t2 = time.perf_counter()
     if probed is not None:
         parts.logger.write_ratio_dump(step, probed)
+        if run.log.trace_dumps:
+            write_trace(parts.logger, parts.updater, parts.state, step, run.log.trace_dumps)
     if step % run.log.samples_every == 0 or step == 1:
         parts.logger.write_samples(step, got.samples[: run.log.num_samples])
     row = dict(got.metrics)

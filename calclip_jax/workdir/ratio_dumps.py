@@ -5,7 +5,11 @@ A dump holds, for every token of one rollout batch after its updates: `ratio` (t
 precision), `ratio_ref` (BF16 shadow), `advantages` ([B] or [B, T]), `mask` ([B, T]) and
 `old_prob`, all on the whole batch (old and new log-probs under the same composition); runs
 since the composition fix also hold `old_logp_full` (the trainer's old log-probs on the whole
-batch) and `old_logp_minibatch` (on the first epoch's minibatches, what the updates used).
+batch) and `old_logp_minibatch` (on the first epoch's minibatches, what the updates used); runs
+since the clipped-token trace also hold the rows' forward inputs (`ROW_KEYS`, int32 [B, T]).
+
+A trace (`ratios/trace_step_XXXXXX.npz`, `log.trace_dumps`) holds, for each earlier dump's step
+s, `logp_sXXXXXX` [B, T]: that dump's tokens rescored by the policy after step t's updates.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from calclip_jax.workdir.run_record import RATIOS_DIR, step_files
+from calclip_jax.workdir.run_record import RATIOS_DIR, TRACE_PREFIX, step_files
 
 REQUIRED = ("ratio", "advantages", "mask")
+ROW_KEYS = ("tokens", "positions", "attn_mask")  # with `mask`: what rescores a dump's rows
+TRACE_KEY = "logp_s"
 
 
 def dump_steps(workdir: str | Path) -> dict[int, Path]:
@@ -39,3 +45,33 @@ def load_dump(path: str | Path) -> dict[str, np.ndarray]:
 def load_dumps(workdir: str | Path) -> list[dict[str, np.ndarray]]:
     """Every dump of a run, in step order."""
     return [load_dump(f) for _, f in sorted(dump_steps(workdir).items())]
+
+
+def dump_rows(path: str | Path) -> dict[str, np.ndarray] | None:
+    """A dump's rows as a forward reads them (`ROW_KEYS` and `response_mask`, int32 like the
+    rollout's), or None for a dump written before it held them."""
+    with np.load(path) as z:
+        if not all(k in z.files for k in ROW_KEYS):
+            return None
+        rows = {k: np.asarray(z[k], np.int32) for k in ROW_KEYS}
+        rows["response_mask"] = np.asarray(z["mask"], np.int32)
+    return rows
+
+
+def trace_key(step: int) -> str:
+    """The trace's array of earlier step `step`: logp_sXXXXXX."""
+    return f"{TRACE_KEY}{step:06d}"
+
+
+def trace_steps(workdir: str | Path) -> dict[int, Path]:
+    """RL step t -> trace file of a run (empty when it traced nothing)."""
+    return step_files(Path(workdir) / RATIOS_DIR, "npz", TRACE_PREFIX)
+
+
+def load_trace(path: str | Path) -> dict[int, np.ndarray]:
+    """Earlier step s -> its dump's log-probs under the trace step's policy, by step."""
+    with np.load(path) as z:
+        found = {
+            int(k[len(TRACE_KEY) :]): np.asarray(z[k]) for k in z.files if k.startswith(TRACE_KEY)
+        }
+    return dict(sorted(found.items()))

@@ -10,6 +10,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,15 @@ def _jsonable(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def _write_npz(path: Path, arrays: Mapping[str, Any]) -> None:
+    """`arrays` compressed to `path`, atomically: a killed write leaves no torn file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez_compressed(f, **arrays)
+    os.replace(tmp, path)
+
+
 class RunLogger:
     """Appends metrics to workdir/metrics.jsonl and TensorBoard; writes sample files.
 
@@ -64,11 +74,17 @@ class RunLogger:
 
     def truncate_after(self, step: int) -> None:
         """Rewrites metrics.jsonl as `run_record.read_metrics` reads it, up to `step`, and
-        deletes the ratio dumps and sample files of later steps."""
+        deletes the ratio dumps, traces and sample files of later steps."""
         if not self.active:
             return
-        for folder, ext in ((R.RATIOS_DIR, "npz"), (R.SAMPLES_DIR, "txt")):
-            for s, path in R.step_files(os.path.join(self.workdir, folder), ext).items():
+        ratios = os.path.join(self.workdir, R.RATIOS_DIR)
+        per_step = (
+            R.step_files(ratios, "npz"),
+            R.step_files(ratios, "npz", R.TRACE_PREFIX),
+            R.step_files(os.path.join(self.workdir, R.SAMPLES_DIR), "txt"),
+        )
+        for files in per_step:
+            for s, path in files.items():
                 if s > step:
                     path.unlink()
         if not os.path.exists(self.path):
@@ -109,14 +125,13 @@ class RunLogger:
 
     def write_ratio_dump(self, step: int, arrays: Mapping[str, Any]) -> None:
         """The ratio dump of RL step `step` (`run_record.ratio_dump_path`, compressed)."""
-        if not self.active:
-            return
-        path = R.ratio_dump_path(self.workdir, step)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")  # a killed write leaves no torn step_*.npz
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.replace(tmp, path)
+        if self.active:
+            _write_npz(R.ratio_dump_path(self.workdir, step), arrays)
+
+    def write_trace(self, step: int, arrays: Mapping[str, Any]) -> None:
+        """The clipped-token trace of RL step `step` (`run_record.trace_path`, compressed)."""
+        if self.active:
+            _write_npz(R.trace_path(self.workdir, step), arrays)
 
     def close(self) -> None:
         if self._tb is not None:

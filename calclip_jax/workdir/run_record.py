@@ -8,6 +8,7 @@
       run_info.json            per start of the process: git commit (+ dirty), package versions
       train.log                a sweep's arm only: its command and output
       ratios/step_XXXXXX.npz   ratio dumps (workdir.ratio_dumps)
+      ratios/trace_step_XXXXXX.npz  earlier dumps' rows rescored at that step (log.trace_dumps)
       samples/step_XXXXXX.txt  sample completions
       checkpoints/  tb/        Orbax checkpoints, TensorBoard events
 
@@ -34,6 +35,7 @@ SUMMARY_FILE = "summary.json"
 RUN_INFO_FILE = "run_info.json"
 TRAIN_LOG_FILE = "train.log"  # a sweep's arm: the command and its output
 RATIOS_DIR = "ratios"
+TRACE_PREFIX = "trace_"  # ratios/trace_step_XXXXXX.npz
 SAMPLES_DIR = "samples"
 CHECKPOINTS_DIR = "checkpoints"
 TB_DIR = "tb"
@@ -51,11 +53,11 @@ def step_file(step: int, ext: str) -> str:
     return f"step_{step:06d}.{ext}"
 
 
-def step_files(folder: str | Path, ext: str) -> dict[int, Path]:
-    """RL step -> file of the step_XXXXXX.<ext> files in `folder`, by step ({} if none)."""
-    found = {}
-    for f in Path(folder).glob(f"step_*.{ext}"):
-        digits = f.name[len("step_") : -len(ext) - 1]
+def step_files(folder: str | Path, ext: str, prefix: str = "") -> dict[int, Path]:
+    """RL step -> file of the <prefix>step_XXXXXX.<ext> files in `folder`, by step ({} if none)."""
+    found, head = {}, f"{prefix}step_"
+    for f in Path(folder).glob(f"{head}*.{ext}"):
+        digits = f.name[len(head) : -len(ext) - 1]
         if digits.isdigit():
             found[int(digits)] = f
     return dict(sorted(found.items()))
@@ -79,6 +81,10 @@ def checkpoints_path(workdir: str | Path) -> Path:
 
 def ratio_dump_path(workdir: str | Path, step: int) -> Path:
     return Path(workdir) / RATIOS_DIR / step_file(step, "npz")
+
+
+def trace_path(workdir: str | Path, step: int) -> Path:
+    return Path(workdir) / RATIOS_DIR / (TRACE_PREFIX + step_file(step, "npz"))
 
 
 def sample_path(workdir: str | Path, step: int) -> Path:

@@ -108,6 +108,7 @@ SWEEP_VALUES = [
     ("log.surge_factor", NAN),
     ("log.surge_warmup", -1),
     ("log.surge_window", 0),
+    ("log.trace_dumps", -1),
     ("model.d_model", 0),
     ("model.n_heads", 3),  # not a multiple of n_kv_heads 2
     ("mesh.data", 0),
@@ -168,6 +169,14 @@ def test_edge_values_are_accepted(key, value):
 def test_dual_clip_zero_means_off():
     spec = build_run_spec(_config("rl.dual_clip_c", 0.0))
     assert spec.update.rl.dual_clip_c is None
+
+
+def test_trace_dumps_needs_ratio_dumps():
+    """`log.trace_dumps` rescores earlier ratio dumps: refused without `log.ratios_every`."""
+    with pytest.raises(ConfigError, match=r"^log\.trace_dumps=2 .*needs log\.ratios_every"):
+        build_run_spec(_config("log.trace_dumps", 2, **{"log.ratios_every": None}))
+    build_run_spec(_config("log.trace_dumps", 0, **{"log.ratios_every": None}))  # off
+    assert build_run_spec(_config("log.trace_dumps", 2)).config.log.trace_dumps == 2
 
 
 def test_nan_names_the_rule():

@@ -1,0 +1,92 @@
+"""A run's clipped-token trace (`log.trace_dumps`), read from its folder: for every trace file
+(step t) and every earlier dump s in it, `analysis.clipped_trace`'s groups of step s's tokens and
+their mean log-prob change logp_t - old_logp_full, with lag t - s.
+
+Step s's lower bound: the `clip_lower` its metrics row logged (the bound of its last update: the
+carried, calibrated one in a calibrating arm), else the static 1 - eps_low of config.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+
+from calclip_jax.analysis.clipped_trace import GroupShift, group_shifts
+from calclip_jax.analysis.paired import N_BOOT
+from calclip_jax.workdir import run_record as R
+from calclip_jax.workdir.ratio_dumps import dump_steps, load_dump, load_trace, trace_steps
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceRow:
+    """One group of step s's tokens under the policy after step t."""
+
+    s: int
+    t: int
+    lower: float  # step s's lower clip bound
+    shift: GroupShift
+
+    @property
+    def lag(self) -> int:
+        return self.t - self.s
+
+
+def lower_bounds(workdir: str | Path, steps: list[int]) -> dict[int, float]:
+    """Step -> its lower clip bound: the logged `clip_lower`, else the static bound (config.json;
+    RunRecordError when it is needed and missing)."""
+    logged = {r["step"]: r.get("clip_lower") for r in R.read_metrics(workdir)}
+    bounds, static = {}, None
+    for s in steps:
+        value = logged.get(s)
+        if isinstance(value, int | float) and math.isfinite(value):
+            bounds[s] = float(value)
+            continue
+        if static is None:
+            static = R.clip_bounds(workdir)[0]
+        bounds[s] = static
+    return bounds
+
+
+def trace_rows(workdir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[TraceRow]:
+    """Every (t, s, group) of the run's traces, by t then s; ValueError naming the file when a
+    traced dump is gone or lacks old_logp_full."""
+    traces = {t: load_trace(path) for t, path in trace_steps(workdir).items()}
+    dumps = dump_steps(workdir)
+    needed = sorted({s for trace in traces.values() for s in trace})
+    bounds = lower_bounds(workdir, needed)
+    loaded: dict[int, dict[str, np.ndarray]] = {}
+    rows = []
+    for t, trace in traces.items():
+        for s, logp in trace.items():
+            if s not in dumps:
+                raise ValueError(f"{R.trace_path(workdir, t)}: the ratio dump of step {s} is gone")
+            d = loaded.setdefault(s, load_dump(dumps[s]))
+            if "old_logp_full" not in d:
+                raise ValueError(f"{dumps[s]}: ratio dump lacks old_logp_full")
+            dlogp = logp.astype(np.float64) - d["old_logp_full"]
+            shifts = group_shifts(
+                dlogp, d["ratio"], d["advantages"], d["mask"], bounds[s], n_boot, seed
+            )
+            rows += [TraceRow(s, t, bounds[s], g) for g in shifts]
+    return rows
+
+
+def trace_table(rows: list[TraceRow]) -> str:
+    """The rows as a Markdown table."""
+    lines = [
+        "Change of log-prob of step s's tokens under the policy after step t (logp_t - "
+        "old_logp_full), mean over the group's tokens; 90% bootstrap interval over rows.",
+        "",
+        "| s | t | lag | lower bound | group | tokens | mean dlogp [90% interval] |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        g = r.shift
+        lines.append(
+            f"| {r.s} | {r.t} | {r.lag} | {r.lower:.4g} | {g.group} | {g.tokens} | "
+            f"{g.shift.fmt(digits=3)} |"
+        )
+    return "\n".join(lines)

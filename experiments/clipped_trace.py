@@ -1,0 +1,49 @@
+"""Do tokens clipped on A < 0 at RL step s gain probability later? A run's clipped-token trace.
+
+    python -m experiments.clipped_trace --workdir=runs/x [--out=trace.md] [--figure=trace.png]
+
+Reads the traces a run wrote with `log.trace_dumps` (calclip_jax.reports.clipped_trace) and
+prints a Markdown table: per earlier step s and trace step t, step s's tokens by group (A<0 below
+s's lower clip bound, A<0 not clipped, A>0) with the mean log-prob change since s's old policy and
+its 90% bootstrap interval over rows; --out also writes it, --figure draws it against the lag.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from absl import app, flags
+
+from calclip_jax.reports.clipped_trace import trace_rows, trace_table
+from calclip_jax.workdir.run_record import RunRecordError
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "The run folder.", required=True)
+_OUT = flags.DEFINE_string("out", None, "Also write the table to this Markdown file.")
+_FIGURE = flags.DEFINE_string("figure", None, "Also draw the trace against the lag to this PNG.")
+_BOOT = flags.DEFINE_integer("n_boot", 4000, "Bootstrap resamples.")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    try:
+        rows = trace_rows(_WORKDIR.value, n_boot=_BOOT.value)
+    except (RunRecordError, ValueError) as err:
+        sys.exit(f"error: {err}")
+    if not rows:
+        sys.exit(
+            f"error: {_WORKDIR.value} holds no trace (ratios/trace_step_*.npz): run it with "
+            "--config.log.trace_dumps=N and log.ratios_every set"
+        )
+    text = trace_table(rows)
+    print(text)
+    if _OUT.value:
+        Path(_OUT.value).write_text(text + "\n")
+    if _FIGURE.value:
+        from calclip_jax.reports.clipped_trace_figure import trace_figure  # matplotlib only here
+
+        trace_figure(rows, save=_FIGURE.value)
+
+
+if __name__ == "__main__":
+    app.run(main)

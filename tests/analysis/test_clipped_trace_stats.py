@@ -1,0 +1,51 @@
+"""The clipped-token trace's statistics (analysis/clipped_trace.py): groups and mean shifts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from calclip_jax.analysis.clipped_trace import (
+    CLIPPED,
+    GROUPS,
+    POSITIVE,
+    UNCLIPPED,
+    group_shift,
+    group_shifts,
+    token_groups,
+)
+
+
+def test_groups_split_valid_tokens_by_sign_and_the_lower_bound():
+    ratio = np.array([[0.5, 0.79, 0.8, 0.5], [0.5, 1.0, 0.3, 2.0]])
+    adv = np.array([[-1.0], [1.0]])
+    mask = np.array([[1, 1, 1, 0], [1, 1, 0, 1]])
+    g = token_groups(ratio, adv, mask, lower=0.8)
+    np.testing.assert_array_equal(g[CLIPPED], [[1, 1, 0, 0], [0, 0, 0, 0]])  # r < 0.8, masked out
+    np.testing.assert_array_equal(g[UNCLIPPED], [[0, 0, 1, 0], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(g[POSITIVE], [[0, 0, 0, 0], [1, 1, 0, 1]])
+    none = token_groups(ratio, np.zeros((2, 1)), mask, lower=0.8)  # A = 0: in no group
+    assert not any(sel.any() for sel in none.values())
+
+
+def test_a_planted_shift_is_recovered_and_an_empty_group_is_undefined():
+    rng = np.random.default_rng(0)
+    b, t = 64, 12
+    ratio = np.exp(rng.normal(0.0, 0.25, (b, t)))
+    adv = np.where(np.arange(b) % 2 == 0, -1.0, 1.0)[:, None]
+    mask = np.ones((b, t), bool)
+    clipped = (adv < 0) & (ratio < 0.8)
+    dlogp = rng.normal(0.0, 0.05, (b, t)) + 0.5 * clipped
+    dlogp[0, 0] = np.nan  # a non-finite token is left out, not its row
+    shifts = {g.group: g for g in group_shifts(dlogp, ratio, adv, mask, 0.8, n_boot=500)}
+    assert list(shifts) == list(GROUPS)
+    hit = shifts[CLIPPED]
+    assert hit.tokens == clipped.sum() - clipped[0, 0] and hit.tokens > 50
+    assert abs(hit.shift.estimate - 0.5) < 0.02 and hit.shift.low < 0.5 < hit.shift.high
+    assert hit.shift.excludes(0.0) and hit.shift.steps == b
+    for other in (UNCLIPPED, POSITIVE):
+        assert shifts[other].shift.low < 0.0 < shifts[other].shift.high
+        assert abs(shifts[other].shift.estimate) < 0.02
+    empty = group_shift("none", dlogp, np.zeros((b, t), bool), n_boot=50)
+    assert empty.tokens == 0 and math.isnan(empty.shift.estimate) and empty.shift.fmt() == "n/a"
