@@ -243,11 +243,16 @@ POWERED_COMMON = {  # today's fast path (configs/smollm2.py's defaults) plus:
 
 def powered_arms() -> dict[str, dict]:
     """The powered real-model study (docs/study_plan.md): the headline arms, CalClip with the
-    lower bound only, and the attribution arms (FP8 per-tensor in the rollout alone, in the
-    trainer alone)."""
+    lower bound only, CalClip without the floor under its lower bound, and the attribution arms
+    (FP8 per-tensor in the rollout alone, in the trainer alone)."""
     arms = real_model_arms()
     arms["fp8_tensor_tis_calib_lower"] = _arm(
         "fp8_tensor_tis_calib", **{"calibration.upper_rule": "fixed"}
+    )
+    # seed 1's per-tensor CalClip sat on the floor 1 - 2 eps_low at every calibration (the
+    # quantile asked for 0.01-0.32): what the calibrated bound does when it may follow
+    arms["fp8_tensor_tis_calib_nofloor"] = _arm(
+        "fp8_tensor_tis_calib", **{"calibration.lower_min": 0.0}
     )
     arms["fp8_tensor_rollout"] = _arm("bf16", **{"rollout.precision": "fp8_tensor"})
     arms["fp8_tensor_trainer"] = _arm("bf16", **{"train.precision": "fp8_tensor"})

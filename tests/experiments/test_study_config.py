@@ -72,7 +72,7 @@ def test_powered_real_model_arms_validate_and_pair_on_seeds():
     c = study.get_config("smollm2_powered")
     arms = sweeps.expand_arms(c)
     names = {n.split("__seed")[0] for n in arms}
-    assert len(names) == 8 and len(arms) == 8 * len(study.POWERED_SEEDS) >= 24
+    assert len(names) == 9 and len(arms) == 9 * len(study.POWERED_SEEDS) >= 27
     for name, overrides in arms.items():
         if not name.endswith(f"__seed{study.POWERED_SEEDS[0]}"):
             continue
@@ -81,3 +81,6 @@ def test_powered_real_model_arms_validate_and_pair_on_seeds():
         assert spec.config.train.steps >= 40, name
     lower_only = arms[f"fp8_tensor_tis_calib_lower__seed{study.POWERED_SEEDS[0]}"]
     assert lower_only["calibration.upper_rule"] == "fixed"
+    no_floor = arms[f"fp8_tensor_tis_calib_nofloor__seed{study.POWERED_SEEDS[0]}"]
+    assert no_floor["calibration.lower_min"] == 0.0
+    assert "calibration.lower_min" not in lower_only  # the default floor elsewhere
