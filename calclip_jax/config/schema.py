@@ -16,6 +16,7 @@ from calclip_jax.data.rewards.spelling import parse_reward
 from calclip_jax.knob_rules import above, at_least, one_of, within
 from calclip_jax.rl.calibration import CalibrationConfig
 from calclip_jax.rl.corrections import CorrectionConfig
+from calclip_jax.rollout.sampling import SAMPLERS
 
 SCHEDULES = ("constant", "cosine", "linear")
 DELAYED_SCALES = ("batch", "update")  # `train.delayed_scales`
@@ -83,12 +84,15 @@ class RolloutConfig:
     top_k: int | None = None  # None = no truncation (needs correction.mode=none otherwise)
     top_p: float = 1.0  # 1.0 = no truncation (same)
     max_refill_rounds: int = 4  # DAPO dynamic sampling: extra rollout rounds to refill
+    sampler: str = "gumbel"  # how a token is drawn (rollout/sampling.py): gumbel (the committed
+    # runs'), cdf (the same distribution, other draws: two uniforms a row, faster on a CPU)
 
     def __post_init__(self) -> None:
         at_least(self, 1, "prompts_per_step", "samples_per_prompt", "max_new_tokens", "top_k")
         at_least(self, 0, "max_refill_rounds")
         above(self, 0, "temperature")
         within(self, "top_p", "(0, 1]")
+        one_of(self, "sampler", SAMPLERS)
 
     @property
     def batch_size(self) -> int:

@@ -93,6 +93,7 @@ def _round(c: Collector, params: Any, fp8_meta: Any, step: int, round_: int) -> 
         top_k=cfg.top_k,
         top_p=cfg.top_p,
         fp8_meta=fp8_meta,
+        sampler=cfg.sampler,
     )
     texts, finished = decode_responses(c.tokenizer, out, c.prompt_len)
     rows = [ex for ex in examples for _ in range(cfg.samples_per_prompt)]

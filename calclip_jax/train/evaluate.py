@@ -104,6 +104,7 @@ def pass_rate(
         num_samples=num_samples, max_new_tokens=run.rollout.max_new_tokens,
         temperature=temperature, top_k=run.rollout.top_k if sampled else None,
         top_p=run.rollout.top_p if sampled else 1.0, fp8_meta=fp8_meta,
+        sampler=run.rollout.sampler,
     )  # fmt: skip
     texts, finished = decode_responses(spec.tokenizer, batch, prompt_len)
     repeated = [ex for ex in examples for _ in range(num_samples)]

@@ -76,6 +76,7 @@ SWEEP_VALUES = [
     ("train.micro_batches", 3),  # does not divide a minibatch of 64 rows
     ("train.schedule", "warmup"),
     ("train.delayed_scales", "epoch"),
+    ("rollout.sampler", "greedy"),
     ("rl.eps_low", 0.0),
     ("rl.eps_low", 1.0),
     ("rl.eps_high", 0.0),
