@@ -7,7 +7,9 @@ cadences, the progress bar, the surge test) and the cache locations `sft.cache_d
 keys unless the caller allows it (`--allow_config_change`); config.json then records each
 change under "config_changes" with the RL step it took effect after. A knob that config.json
 lacks (added to the schema after the run began) is unchanged where it is at its default: a new
-knob's default is the behaviour from before it (`train.share_prompt=False`, say).
+knob's default is the behaviour from before it (`train.share_prompt=False`, say), except where
+the default changed the behaviour (`meant_before`: `train.delayed_scales`, whose default "batch"
+came after runs with delayed scaling pushed their scales per update).
 """
 
 from __future__ import annotations
@@ -50,12 +52,22 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def meant_before(key: str, old: dict[str, Any]) -> Any:
+    """What knob `key`, absent from the flat config `old`, meant in that run where the knob's
+    default is not the behaviour from before it; None elsewhere."""
+    if key == "train.delayed_scales" and "delayed" in str(old.get("train.precision", "")):
+        return "update"  # every update pushed its amaxes before the trainer froze them per batch
+    return None
+
+
 def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
     """Dotted key -> (old, new) for every knob that differs (ABSENT where a side lacks it), but
-    for knobs `old` lacks that `new` holds at their schema default."""
+    for knobs `old` lacks that `new` holds at their schema default (unless `meant_before` says
+    what the absent knob meant)."""
     skip = (R.RESOLVED, CHANGES_KEY)
     a = flatten({k: v for k, v in old.items() if k not in skip})
     b = flatten({k: v for k, v in json.loads(json.dumps(new)).items() if k not in skip})
+    a |= {k: v for k in b.keys() - a.keys() if (v := meant_before(k, a)) is not None}
     defaults = flatten(config_knobs(RunConfig()))
     added_at_default = lambda k: k not in a and k in defaults and b.get(k, ABSENT) == defaults[k]
     return {

@@ -37,11 +37,26 @@ def test_new_workdir_and_same_config_pass(tmp_path, workdir):
     assert check_config(str(workdir), _config(), allow=False) == {}
 
 
+def test_a_delayed_run_begun_before_frozen_scales_keeps_its_per_update_scales(tmp_path):
+    """`train.delayed_scales`'s default changed the behaviour of delayed scaling: a run begun
+    before the knob pushed its scales per update, so only "update" continues it unchanged."""
+    c = _config(**{"train.precision": "fp8_delayed"})
+    write_config(str(tmp_path), c, build_run_spec(c))
+    stored = R.load_config(str(tmp_path))
+    del stored["train"]["delayed_scales"]
+    (tmp_path / R.CONFIG_FILE).write_text(json.dumps(stored))
+    with pytest.raises(ConfigChangeError, match=r"train.delayed_scales: 'update' -> 'batch'"):
+        check_config(str(tmp_path), c, allow=False)
+    per_update = _config(**{"train.precision": "fp8_delayed", "train.delayed_scales": "update"})
+    assert check_config(str(tmp_path), per_update, allow=False) == {}
+
+
 def test_a_knob_added_after_the_run_began_passes_at_its_default(workdir):
     """config.json of a run begun before train.share_prompt existed: the default (off, the
     behaviour before it) is no change, turning it on is."""
     stored = R.load_config(str(workdir))
     del stored["train"]["share_prompt"]
+    del stored["train"]["delayed_scales"]  # no delayed scaling in this run: no change either
     (workdir / R.CONFIG_FILE).write_text(json.dumps(stored))
     assert check_config(str(workdir), _config(), allow=False) == {}
     with pytest.raises(ConfigChangeError, match=r"train.share_prompt: '<absent>' -> True"):
