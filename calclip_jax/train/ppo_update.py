@@ -7,12 +7,11 @@ log-probs on the whole batch and updating on minibatches would start the ratio a
 The first update of a batch uses its own forward as the old log-probs
 (`train/update_step.py`), so the ratio is exactly 1 there, and its precomputed old log-probs
 are needed only for the `old_logp_recompute_gap` check: they are computed at ratio-dump steps
-(`update(probe=True)`) and skipped otherwise. With frozen delayed scales (`train.delayed_scales=
-"batch"`) every forward of the batch scales from the amax histories as it began: primed before the
-run's first update (`_prime`), so no forward scales from its own amax and the composition effect
-is gone. The composition effect itself
-(whole-batch vs minibatch old log-probs) is measured at ratio-dump steps (`composition_*`
-metrics, `ratio_probe`).
+(`update(probe=True)`) and skipped otherwise. The composition effect itself (whole-batch vs
+minibatch old log-probs) is measured at ratio-dump steps (`composition_*` metrics,
+`ratio_probe`). With frozen delayed scales (`train.delayed_scales="batch"`) every forward of the
+batch scales from the amax histories as it began, primed before the run's first update
+(`_prime`): no forward scales from its own amax, so delayed scaling has no composition effect.
 
 Calibration: RL steps 1, 1 + period, 1 + 2 period, ... calibrate; their minibatches also carry the
 old policy's BF16-shadow log-probs (`old_logp_ref`), as do those of the RL steps that measure the

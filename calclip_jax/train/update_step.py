@@ -220,7 +220,11 @@ def make_update_step(
             fp8_meta = push_amaxes(state.fp8_meta, newest_amaxes(seen)) if frozen else seen
         else:  # the loss's log-probs, then a VJP per micro-batch (`train/micro_batches.py`)
             rows = {k: batch[k] for k in FORWARD_KEYS}
-            logp_of = lambda p, m, r: (lambda out: (out[0], out[2]))(trainer_forward(p, m, r))
+
+            def logp_of(params: Any, fp8_meta: Any, part: Batch) -> tuple[jax.Array, Any]:
+                logp_BT, _, pushed = trainer_forward(params, fp8_meta, part)
+                return logp_BT, pushed
+
             if cfg.same_forward:  # computed by the forward program (`train/forward_program.py`)
                 logp_BT, entropy_BT = batch["logp"], batch["entropy"]
             else:
