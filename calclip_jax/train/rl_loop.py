@@ -45,6 +45,7 @@ from calclip_jax.workdir import run_record as R
 from calclip_jax.workdir.checkpoints import Checkpointer
 from calclip_jax.workdir.config_record import check_config, write_config
 from calclip_jax.workdir.lock import WorkdirBusyError, WorkdirError, WorkdirLock
+from calclip_jax.workdir.params_digest import params_digest
 from calclip_jax.workdir.run_info import record_start
 from calclip_jax.workdir.run_logger import RunLogger
 from calclip_jax.workdir.wandb_sink import WandbSink, require_wandb
@@ -264,7 +265,11 @@ def _run_locked(
         splits = {s: load_split(spec.task, s, spec.data_dir) for s in SPLITS}
     with timed() as sft_time:
         params, sft_report = warm_start(spec, splits, log)
-    log(f"sft warm start: greedy test accuracy {sft_report['accuracy']:.3f}; {sft_time.describe()}")
+    digest = params_digest(params)  # equal digests: runs start from bitwise the same weights
+    log(
+        f"sft warm start: greedy test accuracy {sft_report['accuracy']:.3f}, params {digest}; "
+        f"{sft_time.describe()}"
+    )
     parts = setup(spec, workdir, params, splits["train"], splits["test"])
     start = resume(parts, log)
     if start > run.train.steps:
@@ -282,6 +287,7 @@ def _run_locked(
     summary = summarize(rows, lg.surge_factor, lg.surge_warmup, lg.surge_window)
     summary.update(
         sft_accuracy=sft_report["accuracy"],
+        sft_params_digest=digest,
         sft_time_s=sft_time.wall_s,
         sft_compile_time_s=sft_time.compile_s,
         wall_time_s=time.perf_counter() - t_start,
