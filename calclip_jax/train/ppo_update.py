@@ -227,10 +227,11 @@ class PPOUpdater:
         ratio histograms. `old_logp_full`: the trainer's old log-probs on the whole batch;
         `ROW_KEYS` (int32): what rescores the rows later (`whole_batch_logp`, `log.trace_dumps`)."""
         mask = batch["response_mask"].astype(bool)
-        old = to_host(self._logp(old_params, old_meta, batch))
-        old_ref = to_host(self._shadow_logp(old_params, {}, batch))
-        new = to_host(self._logp(after.params, after.fp8_meta, batch))
-        new_ref = to_host(self._shadow_logp(after.params, {}, batch))
+        rows = {k: batch[k] for k in FORWARD_KEYS}  # what `whole_batch_logp` passes: one program
+        old = to_host(self._logp(old_params, old_meta, rows))
+        old_ref = to_host(self._shadow_logp(old_params, {}, rows))
+        new = to_host(self._logp(after.params, after.fp8_meta, rows))
+        new_ref = to_host(self._shadow_logp(after.params, {}, rows))
         ratio = lambda a, b: np.where(mask, np.exp(np.where(mask, a - b, 0.0)), 1.0)
         return {
             "ratio": ratio(new, old).astype(np.float32),
