@@ -5,7 +5,9 @@
 Reads every `<arm>__seed<k>` run under --sweep (calclip_jax.reports.paired_arms), prints the
 Markdown tables (arm - baseline per seed and RL step, clip shares against the same run's BF16
 shadow, each with a 90% bootstrap interval over seeds and blocks of steps); --out also writes them,
---figure draws the paired differences as a forest plot (PNG).
+--figure draws the paired differences as a forest plot (PNG). Refuses a sweep whose arms of one
+seed started RL from different SFT warm starts (their `sft_params_digest`): they ran on different
+machines, and a paired difference would mix the starts with the treatment.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from absl import app, flags
 
 from calclip_jax.reports.paired_arms import load_seeded_runs, paired_report
+from calclip_jax.reports.warm_starts import mixed_warm_starts, seed_digests, warm_start_line
 
 _SWEEP = flags.DEFINE_string("sweep", None, "Folder of the sweep's run folders.", required=True)
 _BASELINE = flags.DEFINE_string("baseline", "bf16", "The arm every other is paired against.")
@@ -29,10 +32,18 @@ def main(argv: list[str]) -> None:
     runs = load_seeded_runs(_SWEEP.value)
     if not runs:
         sys.exit(f"error: no run folders under {_SWEEP.value}")
+    digests = seed_digests(_SWEEP.value)
+    mixed = mixed_warm_starts(digests)
+    if mixed:
+        sys.exit(
+            "error: arms of one seed started from different SFT warm starts (rerun the seed's arms"
+            " on one machine):\n  " + "\n  ".join(mixed)
+        )
     try:
         text = paired_report(runs, _BASELINE.value, n_boot=_BOOT.value)
     except ValueError as err:
         sys.exit(f"error: {err}")
+    text += "\n\n" + warm_start_line(digests)
     print(text)
     if _OUT.value:
         Path(_OUT.value).write_text(text + "\n")
