@@ -7,7 +7,7 @@ process, the median of the per-pair time ratios) on `bench_smollm2_step`'s workl
 (SmolLM2-135M-Instruct, `configs/smollm2.py`'s defaults, `--precision`, `--set=key=value`),
 one of its phases (`--part`, `smollm2_phases`: `sampler`, one rollout call, `--sampler` the
 checkout's `sample(sampler=...)` while the revision takes its default; `forward`, a minibatch's
-log-probs; `update`, their gradient).
+log-probs; `update`, their gradient; `step`, the whole update step, optimizer included).
 
 Prints whether both sides give the same outputs (bitwise, else the largest difference), then one
 JSON line: median call times, the median ratio checkout / revision of wall times and of the
@@ -42,7 +42,7 @@ from calclip_jax.train import forward as checkout_forward
 from calclip_jax.workdir.run_info import cpu_description
 
 _REV = flags.DEFINE_string("rev", None, "Git revision to compare against (e.g. HEAD).")
-_PART = flags.DEFINE_enum("part", "sampler", ["sampler", "forward", "update"], "What to time.")
+_PART = flags.DEFINE_enum("part", "sampler", list(phases.PHASES), "What to time.")
 _PAIRS = flags.DEFINE_integer("pairs", 5, "Interleaved (checkout, revision) call pairs.")
 _SAMPLER = flags.DEFINE_string("sampler", "gumbel", "The checkout sampler's `sampler` argument.")
 
@@ -81,6 +81,13 @@ def main(argv: list[str]) -> None:
                     w, checkout_sampler, w.spec.rollout_recipe, sampler=_SAMPLER.value
                 ),
                 "rev": phases.sampler_call(w, rev_sampler, recipe),
+            }
+        elif _PART.value == "step":
+            batch, _ = phases.minibatch(w)
+            config = bench.workload_config(*bench.workload_flags())
+            sides = {
+                "checkout": phases.update_step_call(w, "calclip_jax", batch, config),
+                "rev": phases.update_step_call(w, REV_PACKAGE, batch, config),
             }
         else:
             batch, cot = phases.minibatch(w)

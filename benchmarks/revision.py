@@ -19,7 +19,8 @@ REV_PACKAGE = "calclip_jax_at_rev"
 
 def import_revision(rev: str, into: Path, module: str = "rollout.sampler") -> ModuleType:
     """`calclip_jax.<module>` as of `rev`, imported from a copy under `into` as the package
-    `REV_PACKAGE` (its own imports rewritten to it), so each side compiles its own code."""
+    `REV_PACKAGE` (its own imports, and module names in strings, rewritten to it), so each side
+    compiles its own code."""
     try:
         archive = subprocess.run(
             ["git", "-C", str(CODE_DIR), "archive", "--format=tar", rev, "calclip_jax"],
@@ -33,7 +34,9 @@ def import_revision(rev: str, into: Path, module: str = "rollout.sampler") -> Mo
     package = into / REV_PACKAGE
     (into / "calclip_jax").rename(package)
     own_imports = re.compile(r"^(\s*)(from|import) calclip_jax\b", re.M)
+    own_names = re.compile(r"([\"'])calclip_jax\.")  # importlib.import_module("calclip_jax.x")
     for path in package.rglob("*.py"):
-        path.write_text(own_imports.sub(rf"\1\2 {REV_PACKAGE}", path.read_text()))
+        text = own_imports.sub(rf"\1\2 {REV_PACKAGE}", path.read_text())
+        path.write_text(own_names.sub(rf"\1{REV_PACKAGE}.", text))
     sys.path.insert(0, str(into))
     return importlib.import_module(f"{REV_PACKAGE}.{module}")

@@ -9,7 +9,10 @@ defaults and its chat prompts; EOS never stops a row). Its phases:
   sampler drew with key 0) through `train.forward.batch_logprobs` with the run's `share_prompt`
   and `logprob_chunk`, no gradient (the updater's reference / old-policy forward);
 - `update`: the gradient of sum(log-probs x a fixed cotangent) with respect to the params on
-  that minibatch (the model part of an update step: no loss, optimizer or metrics).
+  that minibatch (the model part of an update step: no loss, optimizer or metrics);
+- `step`: the whole jitted update step (`train.update_step`: forward and backward, the PPO loss,
+  the optimizer and its non-finite guard, the metrics) on that minibatch, with random GRPO
+  advantages, through the run's trainer (`train.trainer.run_trainer`).
 
 Each takes the module it runs (`sampler_module`, `forward_module`), so that `ab_smollm2` can run
 another revision's code on the same workload.
@@ -18,6 +21,7 @@ another revision's code on the same workload.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +36,7 @@ from calclip_jax.rollout import sampler as checkout_sampler
 from calclip_jax.rollout.generate import encode_prompts, max_prompt_len
 from calclip_jax.train.sft import starting_params
 
-PHASES = ("sampler", "forward", "update")
+PHASES = ("sampler", "forward", "update", "step")
 
 
 @dataclasses.dataclass
@@ -111,3 +115,33 @@ def logprob_program(
     if phase == "forward":
         return jax.jit(logp)
     return jax.jit(jax.grad(lambda p: jnp.sum(logp(p) * cot)))
+
+
+def update_step_call(
+    w: Workload, package: str, batch: dict[str, jax.Array], config: Any
+) -> Callable[[int], Any]:
+    """i -> the params (on the host) after one more update step of the trainer of `package`
+    (`calclip_jax` or another revision's copy; its own `build_run_spec` of `config`, the run's
+    ConfigDict) on `batch` (`minibatch`'s rows): the old log-probs come from the trainer's
+    `prepare` at its first state, the flags say neither a new batch nor a calibration."""
+    build = importlib.import_module(f"{package}.config").build_run_spec
+    trainer_module = importlib.import_module(f"{package}.train.trainer")
+    flags = importlib.import_module(f"{package}.train.update_step").update_flags
+    trainer = trainer_module.run_trainer(build(config), jax.tree.map(jnp.copy, w.params))
+    rows = len(batch["tokens"])
+    rollout = {k: np.asarray(v) for k, v in batch.items()}
+    rollout["rollout_logp"] = np.zeros(batch["tokens"].shape, np.float32)
+    rng = np.random.default_rng(2)
+    rollout["advantages"] = (
+        rng.standard_normal((rows, 1)).astype(np.float32).repeat(batch["tokens"].shape[1], axis=1)
+    )
+    (mb,) = trainer.updater.prepare(trainer.state, rollout, [np.arange(rows)], calibrate=False)
+    state = trainer.state
+
+    def call(i: int) -> Any:
+        nonlocal state
+        del i
+        state, _ = trainer.update_step(state, mb, flags(new_batch=False, calibrate=False))
+        return jax.block_until_ready(state.params)
+
+    return call

@@ -1,7 +1,11 @@
-"""optax AdamW with global-norm clipping and a warmup + decay schedule."""
+"""optax AdamW with global-norm clipping and a warmup + decay schedule; the update skipped on
+non-finite gradients."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax
 import optax
 
 from calclip_jax.config.schema import TrainConfig
@@ -29,3 +33,17 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
     if cfg.grad_clip_norm is not None:
         return optax.chain(optax.clip_by_global_norm(cfg.grad_clip_norm), adamw)
     return adamw
+
+
+def apply_if_finite(
+    tx: optax.GradientTransformation, finite: jax.Array, grads: Any, params: Any, opt_state: Any
+) -> tuple[Any, Any]:
+    """(params, opt_state) after `tx`'s update where `finite`, else both unchanged. A branch, not
+    a select: a select would read the updated and the old params and moments and write them
+    again, three more passes over every float each update."""
+
+    def apply(_: None) -> tuple[Any, Any]:
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_opt_state
+
+    return jax.lax.cond(finite, apply, lambda _: (params, opt_state), None)

@@ -44,6 +44,7 @@ arrive in the minibatch from the forward program that also computed the old ones
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import jax
@@ -66,6 +67,7 @@ from calclip_jax.rl.losses import clamped_ratio, ppo_policy_loss
 from calclip_jax.train.forward import FORWARD_KEYS, Batch, batch_logprobs
 from calclip_jax.train.forward_program import SHADOW_KEY
 from calclip_jax.train.micro_batches import accumulate_vjp, map_micro
+from calclip_jax.train.optimizer import apply_if_finite
 from calclip_jax.train.state import TrainState
 
 Metrics = dict[str, jax.Array]
@@ -91,10 +93,6 @@ def update_flags(
     if batch_fp8_meta is not None:
         flags[BATCH_FP8_META] = batch_fp8_meta
     return flags
-
-
-def _select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
-    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
 def make_update_step(
@@ -239,13 +237,12 @@ def make_update_step(
         loss_aux, old_logp_BT, bounds, smoothed_in, weights_BT, extra = aux
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(grad_norm)
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
+        params, opt_state = apply_if_finite(tx, finite, grads, state.params, state.opt_state)
         new_state = state.replace(
             update_count=state.update_count + 1,
-            params=_select_tree(finite, params, state.params),
-            opt_state=_select_tree(finite, opt_state, state.opt_state),
-            fp8_meta=_select_tree(finite, fp8_meta, state.fp8_meta),
+            params=params,
+            opt_state=opt_state,
+            fp8_meta=jax.tree.map(partial(jnp.where, finite), fp8_meta, state.fp8_meta),
             clip_lower=jnp.where(finite, bounds[0], state.clip_lower),
             clip_upper=jnp.where(finite, bounds[1], state.clip_upper),
             skipped_updates=state.skipped_updates + (~finite).astype(jnp.int32),

@@ -48,3 +48,14 @@ def test_ab_smollm2_sampler_against_head(sliced):
     # the default sampler draws HEAD's tokens (whatever HEAD is: it never changed them)
     assert result["outputs"] == "bitwise equal"
     assert result["checkout_s"] > 0 and result["median_cpu_ratio_checkout_over_rev"] > 0
+
+
+def test_ab_smollm2_whole_update_step_against_head(sliced):
+    proc = _run("ab_smollm2", "--rev=HEAD", "--part=step", "--pairs=1",
+                f"--set=model.checkpoint={sliced}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    # each side builds its own trainer (its own config module) and runs its own update step:
+    # the params after one update agree bitwise with HEAD's (on a clean checkout, HEAD's code)
+    assert result["part"] == "step" and result["outputs"] == "bitwise equal"
+    assert result["checkout_s"] > 0 and result["rev_s"] > 0

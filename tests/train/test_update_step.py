@@ -129,14 +129,17 @@ def test_calibration_off_is_plain_ppo():
     assert float(new_state.clip_lower) == pytest.approx(0.8)
 
 
-def test_non_finite_gradient_skips_update():
-    cfg, tx, state = make_setup("bf16")
+@pytest.mark.parametrize("recipe", ["bf16", "fp8_delayed"])
+def test_non_finite_gradient_skips_update(recipe):
+    cfg, tx, state = make_setup(recipe)
     batch = prepared(cfg, state)
     batch["advantages"] = batch["advantages"].copy()
     batch["advantages"][0] = np.nan
-    before = jax.tree.map(np.asarray, state.params)
+    host = lambda tree: jax.tree.map(np.asarray, tree)
+    before = host((state.params, state.opt_state, state.fp8_meta))
     new_state, metrics = jax.jit(make_update_step(TINY, cfg, tx))(state, batch, FIRST)
-    jax.tree.map(np.testing.assert_array_equal, jax.tree.map(np.asarray, new_state.params), before)
+    after = host((new_state.params, new_state.opt_state, new_state.fp8_meta))
+    jax.tree.map(np.testing.assert_array_equal, after, before)  # moments and histories too
     assert float(metrics["update_skipped"]) == 1.0 and int(new_state.skipped_updates) == 1
     assert int(new_state.batch_updates) == 0  # nothing applied: still at theta_old
 
