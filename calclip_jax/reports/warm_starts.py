@@ -42,11 +42,12 @@ def mixed_warm_starts(digests: Digests) -> list[str]:
 
 
 def warm_start_line(digests: Digests) -> str:
-    """A sentence for the report: each seed's warm-start digest and how many arms recorded it."""
+    """A sentence for the report: each seed's warm-start digest and how many arms recorded it
+    (runs that predate the record are not counted)."""
     if not digests:
         return "Warm starts: no finished run recorded its digest."
     parts = []
     for seed, by_arm in sorted(digests.items()):
-        values = sorted(set(by_arm.values()))
-        parts.append(f"seed {seed} `{'` / `'.join(values)}` ({len(by_arm)} finished arms)")
+        values, n = sorted(set(by_arm.values())), len(by_arm)
+        parts.append(f"seed {seed} `{'` / `'.join(values)}` (recorded by {n} arm{'s' * (n > 1)})")
     return "Warm starts (sha256 of the SFT params): " + "; ".join(parts) + "."

@@ -30,7 +30,7 @@ def test_digests_group_by_seed_and_skip_unfinished_runs(tmp_path):
     assert digests == {0: {"solo": "cc"}, 1: {"bf16": "aa", "fp8": "aa"}, 2: {"fp8": "bb"}}
     assert mixed_warm_starts(digests) == []
     line = warm_start_line(digests)
-    assert "seed 1 `aa` (2 finished arms)" in line and "seed 2 `bb` (1 finished arms)" in line
+    assert "seed 1 `aa` (recorded by 2 arms)" in line and "seed 2 `bb` (recorded by 1 arm)" in line
     assert warm_start_line({}) == "Warm starts: no finished run recorded its digest."
 
 
@@ -44,7 +44,7 @@ def test_paired_report_refuses_mixed_warm_starts_and_prints_agreeing_ones(tmp_pa
         _run(tmp_path / f"{arm}__seed1", "aa")
     cmd = [sys.executable, "-m", "experiments.paired_report", f"--sweep={tmp_path}", "--n_boot=50"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    assert "seed 1 `aa` (2 finished arms)" in done.stdout
+    assert "seed 1 `aa` (recorded by 2 arms)" in done.stdout
     _run(tmp_path / "calib__seed1", "bb")
     bad = subprocess.run(cmd, capture_output=True, text=True)
     assert bad.returncode != 0
