@@ -131,10 +131,7 @@ def update_step_call(
     rows = len(batch["tokens"])
     rollout = {k: np.asarray(v) for k, v in batch.items()}
     rollout["rollout_logp"] = np.zeros(batch["tokens"].shape, np.float32)
-    rng = np.random.default_rng(2)
-    rollout["advantages"] = (
-        rng.standard_normal((rows, 1)).astype(np.float32).repeat(batch["tokens"].shape[1], axis=1)
-    )
+    rollout["advantages"] = np.random.default_rng(2).standard_normal(rows).astype(np.float32)
     (mb,) = trainer.updater.prepare(trainer.state, rollout, [np.arange(rows)], calibrate=False)
     state = trainer.state
 
