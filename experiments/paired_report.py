@@ -5,9 +5,10 @@
 Reads every `<arm>__seed<k>` run under --sweep (calclip_jax.reports.paired_arms), prints the
 Markdown tables (arm - baseline per seed and RL step, clip shares against the same run's BF16
 shadow, each with a 90% bootstrap interval over seeds and blocks of steps); --out also writes them,
---figure draws the paired differences as a forest plot (PNG). Refuses a sweep whose arms of one
-seed started RL from different SFT warm starts (their `sft_params_digest`): they ran on different
-machines, and a paired difference would mix the starts with the treatment.
+--figure draws the paired differences as a forest plot (PNG), --bounds_figure what Calibrated
+Clipping asked for and used over RL steps in each calibrating arm (PNG). Refuses a sweep whose
+arms of one seed started RL from different SFT warm starts (their `sft_params_digest`): they ran
+on different machines, and a paired difference would mix the starts with the treatment.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ _SWEEP = flags.DEFINE_string("sweep", None, "Folder of the sweep's run folders."
 _BASELINE = flags.DEFINE_string("baseline", "bf16", "The arm every other is paired against.")
 _OUT = flags.DEFINE_string("out", None, "Also write the tables to this Markdown file.")
 _FIGURE = flags.DEFINE_string("figure", None, "Also draw the paired differences to this PNG.")
+_BOUNDS_FIGURE = flags.DEFINE_string(
+    "bounds_figure", None, "Also draw the calibrating arms' bounds over RL steps to this PNG."
+)
 _BOOT = flags.DEFINE_integer("n_boot", 4000, "Bootstrap resamples.")
 
 
@@ -51,6 +55,11 @@ def main(argv: list[str]) -> None:
         from calclip_jax.reports.paired_figure import paired_forest  # matplotlib only here
 
         paired_forest(runs, _BASELINE.value, save=_FIGURE.value, n_boot=_BOOT.value)
+    if _BOUNDS_FIGURE.value:
+        from calclip_jax.reports.calibration_figure import calibration_bounds
+
+        if calibration_bounds(runs, save=_BOUNDS_FIGURE.value) is None:
+            print("(no arm calibrated: no bounds figure)", file=sys.stderr)
 
 
 if __name__ == "__main__":
