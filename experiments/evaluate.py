@@ -1,11 +1,12 @@
 """Scores a run's checkpoint on a split with the run's own config (parameters only).
 
     python -m experiments.evaluate --workdir=runs/dapo_block [--step=20] [--split=test] \
-        [--num_prompts=128] [--samples=4] [--json=evals.jsonl]
+        [--num_prompts=128] [--samples=4] [--precision=bf16] [--json=evals.jsonl]
 
 Greedy accuracy and the shares (finished, bare answer, garbled) in the run's rollout
-precision; --samples=K adds the pass rate of K sampled responses per prompt at the rollout
-temperature. Defaults: the latest checkpoint, the test split, the run's eval.num_prompts.
+precision, or in --precision (so that FP8 and BF16 arms' policies are judged alike);
+--samples=K adds the pass rate of K sampled responses per prompt at the rollout temperature.
+Defaults: the latest checkpoint, the test split, the run's eval.num_prompts.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ _STEP = flags.DEFINE_integer("step", None, "RL step of the checkpoint; default: 
 _SPLIT = flags.DEFINE_enum("split", "test", list(SPLITS), "Split to score.")
 _NUM = flags.DEFINE_integer("num_prompts", None, "Prompts; default: the run's eval.num_prompts.")
 _SAMPLES = flags.DEFINE_integer("samples", 0, "Sampled responses per prompt (0: greedy only).")
+_PRECISION = flags.DEFINE_string(
+    "precision", None, "Score in this precision instead of the run's rollout precision."
+)
 _JSON = flags.DEFINE_string("json", None, "Append the record as a JSON line to this file.")
 flags.mark_flag_as_required("workdir")
 
@@ -52,6 +56,7 @@ def main(argv: list[str]) -> None:
             split=_SPLIT.value,
             num_prompts=_NUM.value,
             samples=_SAMPLES.value,
+            precision=_PRECISION.value,
         )
     except (EvalError, ConfigError) as err:
         sys.exit(f"evaluate: {err}")

@@ -4,6 +4,7 @@ from the checkpoint, never the optimizer state."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,17 @@ class EvalError(ValueError):
     """The workdir, step or split cannot be evaluated (the message says why)."""
 
 
-def run_spec_of(workdir: str | Path) -> RunSpec:
-    """The run's spec from its config.json."""
+def run_spec_of(workdir: str | Path, precision: str | None = None) -> RunSpec:
+    """The run's spec from its config.json; with `precision`, its rollout (and so its
+    evaluation) in that precision instead (ConfigError names a bad one)."""
     config = R.load_config(workdir)
     if config is None:
         raise EvalError(f"{R.config_path(workdir)}: missing, not a run's workdir")
-    return build_run_spec(parse(config))
+    run = parse(config)
+    if precision is not None:
+        rollout = dataclasses.replace(run.rollout, precision=precision)
+        run = dataclasses.replace(run, rollout=rollout)
+    return build_run_spec(run)
 
 
 def checkpoint_step(checkpointer: Checkpointer, folder: Path, step: int | None) -> int:
@@ -63,10 +69,13 @@ def restore_params(spec: RunSpec, checkpointer: Checkpointer, step: int) -> tupl
     return restored["params"], fresh_fp8_meta(spec.model, spec.rollout_recipe)
 
 
-def restore_checkpoint(workdir: str | Path, step: int | None) -> tuple[RunSpec, Any, Any, int]:
-    """(run spec, params, fp8 meta, step) of the run's checkpoint `step` (None: the latest);
-    EvalError when the run has no checkpoints, not that step, or a damaged one."""
-    spec = run_spec_of(workdir)
+def restore_checkpoint(
+    workdir: str | Path, step: int | None, precision: str | None = None
+) -> tuple[RunSpec, Any, Any, int]:
+    """(run spec, params, fp8 meta, step) of the run's checkpoint `step` (None: the latest), the
+    spec's rollout in `precision` when given; EvalError when the run has no checkpoints, not
+    that step, or a damaged one."""
+    spec = run_spec_of(workdir, precision)
     folder = R.checkpoints_path(workdir)
     if not folder.is_dir():
         raise EvalError(f"{folder}: no checkpoints")
@@ -89,13 +98,15 @@ def evaluate_checkpoint(
     split: str = "test",
     num_prompts: int | None = None,
     samples: int = 0,
+    precision: str | None = None,
 ) -> dict[str, Any]:
     """Greedy accuracy (and, with `samples` > 0, the sampled pass rate at the rollout
     temperature) of checkpoint `step` (None: the latest) on the first `num_prompts` prompts of
-    `split` (None: the run's eval.num_prompts), in the run's rollout precision."""
+    `split` (None: the run's eval.num_prompts), in the run's rollout precision or `precision`
+    (e.g. "bf16", to judge the policies of FP8 and BF16 arms alike)."""
     if split not in SPLITS:
         raise EvalError(f"split must be one of {list(SPLITS)}, got {split!r}")
-    spec, params, meta, step = restore_checkpoint(workdir, step)
+    spec, params, meta, step = restore_checkpoint(workdir, step, precision)
     run = spec.config
     n = run.eval.num_prompts if num_prompts is None else num_prompts
     examples = list(load_split(spec.task, split, spec.data_dir)[:n])

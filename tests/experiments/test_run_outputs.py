@@ -16,6 +16,7 @@ import orbax.checkpoint as ocp
 import pytest
 from experiments_testutil import tiny_config
 
+from calclip_jax.config import ConfigError
 from calclip_jax.probes.eval_checkpoint import (
     EvalError,
     evaluate_checkpoint,
@@ -116,6 +117,17 @@ def test_evaluate_checkpoint_matches_the_runs_own_eval(finished_run):
         evaluate_checkpoint(workdir, step=1)
     with pytest.raises(EvalError, match="split must be one of"):
         evaluate_checkpoint(workdir, split="dev")
+
+
+def test_evaluate_checkpoint_in_another_precision(finished_run):
+    workdir, _, _ = finished_run
+    run_precision = run_spec_of(workdir).config.rollout.precision
+    other = "fp32" if run_precision != "fp32" else "bf16"
+    record = evaluate_checkpoint(workdir, step=3, precision=other)
+    assert record["precision"] == other == run_spec_of(workdir, other).config.rollout.precision
+    assert record["greedy"]["n"] == 8 and 0 <= record["greedy"]["accuracy"] <= 1
+    with pytest.raises(ConfigError, match="precision"):
+        evaluate_checkpoint(workdir, step=3, precision="fp7")
 
 
 def test_evaluate_command(finished_run, tmp_path):
