@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from calclip_jax.reports.paired_arms import Runs, run_length, step_matrix
-from calclip_jax.reports.plots import arm_colors
+from calclip_jax.reports.plots import arm_colors, finish_figure
 
 CALIBRATING_KEY = "calib_lower_raw"  # logged only where a calibration ran
 PANEL_KEYS = ("clip_lower", CALIBRATING_KEY, "clip_upper", "calib_q_lower")
@@ -57,7 +57,4 @@ def calibration_bounds(runs: Runs, save: str | Path | None = None) -> Figure | N
         ax.set_xlabel("RL step")
         ax.grid(alpha=0.3)
     low.legend(fontsize=7)
-    fig.tight_layout()
-    if save is not None:
-        fig.savefig(save, dpi=120, bbox_inches="tight")
-    return fig
+    return finish_figure(fig, save)

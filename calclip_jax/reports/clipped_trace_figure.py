@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from calclip_jax.analysis.clipped_trace import GROUPS
 from calclip_jax.reports.clipped_trace import TraceRow
+from calclip_jax.reports.plots import finish_figure
 
 
 def trace_figure(rows: list[TraceRow], save: str | Path | None = None) -> Figure:
@@ -41,7 +42,4 @@ def trace_figure(rows: list[TraceRow], save: str | Path | None = None) -> Figure
     ax.set_title("Tokens of step s under the policy after step t (90% bootstrap)", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    if save is not None:
-        fig.savefig(save, dpi=120, bbox_inches="tight")
-    return fig
+    return finish_figure(fig, save)

@@ -55,7 +55,8 @@ def arm_colors(arms: Sequence[str]) -> dict[str, Any]:
     return {arm: palette[i] for i, arm in enumerate(arms)}
 
 
-def _finish(fig: Figure, save: str | Path | None) -> Figure:
+def finish_figure(fig: Figure, save: str | Path | None) -> Figure:
+    """Tight layout, then the PNG at `save` (none when None); returns `fig`."""
     fig.tight_layout()
     if save is not None:
         fig.savefig(save, dpi=120, bbox_inches="tight")
@@ -155,7 +156,7 @@ def plot_curves(
     for ax in list(axes.flat)[len(keys) :]:
         ax.set_visible(False)
     _legend(fig, axes, handles, labels)
-    return _finish(fig, save)
+    return finish_figure(fig, save)
 
 
 def _granularity(precision: Any) -> str:
@@ -199,7 +200,7 @@ def plot_clip_fractions(
         ax.set(title=title, ylabel="fraction of tokens clipped", xlabel=group_by)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
-    return _finish(fig, save)
+    return finish_figure(fig, save)
 
 
 def plot_metric_bars(
@@ -216,4 +217,4 @@ def plot_metric_bars(
     ax.set_xticks(np.arange(len(arms)), arms, rotation=45, ha="right")
     ax.set(title=metric, ylabel=metric)
     ax.grid(axis="y", alpha=0.3)
-    return _finish(fig, save)
+    return finish_figure(fig, save)
