@@ -6,9 +6,11 @@ Reads every `<arm>__seed<k>` run under --sweep (calclip_jax.reports.paired_arms)
 Markdown tables (arm - baseline per seed and RL step, clip shares against the same run's BF16
 shadow, each with a 90% bootstrap interval over seeds and blocks of steps); --out also writes them,
 --figure draws the paired differences as a forest plot (PNG), --bounds_figure what Calibrated
-Clipping asked for and used over RL steps in each calibrating arm (PNG). Refuses a sweep whose
-arms of one seed started RL from different SFT warm starts (their `sft_params_digest`): they ran
-on different machines, and a paired difference would mix the starts with the treatment.
+Clipping asked for and used over RL steps in each calibrating arm (PNG); --evals adds the final
+policies' greedy accuracies, paired per prompt, from an `experiments.evaluate --json` file.
+Refuses a sweep whose arms of one seed started RL from different SFT warm starts (their
+`sft_params_digest`): they ran on different machines, and a paired difference would mix the
+starts with the treatment.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from absl import app, flags
 
+from calclip_jax.reports.final_policies import final_policy_report, load_scores
 from calclip_jax.reports.paired_arms import load_seeded_runs, paired_report
 from calclip_jax.reports.warm_starts import mixed_warm_starts, seed_digests, warm_start_line
 
@@ -27,6 +30,9 @@ _OUT = flags.DEFINE_string("out", None, "Also write the tables to this Markdown 
 _FIGURE = flags.DEFINE_string("figure", None, "Also draw the paired differences to this PNG.")
 _BOUNDS_FIGURE = flags.DEFINE_string(
     "bounds_figure", None, "Also draw the calibrating arms' bounds over RL steps to this PNG."
+)
+_EVALS = flags.DEFINE_string(
+    "evals", None, "experiments.evaluate --json lines: add the final policies paired per prompt."
 )
 _BOOT = flags.DEFINE_integer("n_boot", 4000, "Bootstrap resamples.")
 
@@ -47,6 +53,14 @@ def main(argv: list[str]) -> None:
         text = paired_report(runs, _BASELINE.value, n_boot=_BOOT.value)
     except ValueError as err:
         sys.exit(f"error: {err}")
+    if _EVALS.value:
+        try:
+            scores, setting = load_scores(_EVALS.value)
+            text += "\n\n" + final_policy_report(
+                scores, setting, _BASELINE.value, n_boot=_BOOT.value
+            )
+        except (OSError, ValueError) as err:
+            sys.exit(f"error: --evals: {err}")
     text += "\n\n" + warm_start_line(digests)
     print(text)
     if _OUT.value:

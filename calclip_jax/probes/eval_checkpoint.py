@@ -103,7 +103,8 @@ def evaluate_checkpoint(
     """Greedy accuracy (and, with `samples` > 0, the sampled pass rate at the rollout
     temperature) of checkpoint `step` (None: the latest) on the first `num_prompts` prompts of
     `split` (None: the run's eval.num_prompts), in the run's rollout precision or `precision`
-    (e.g. "bf16", to judge the policies of FP8 and BF16 arms alike)."""
+    (e.g. "bf16", to judge the policies of FP8 and BF16 arms alike). `greedy_correct` holds the
+    greedy verdict (1 correct, 0 not) of each prompt, in the split's order."""
     if split not in SPLITS:
         raise EvalError(f"split must be one of {list(SPLITS)}, got {split!r}")
     spec, params, meta, step = restore_checkpoint(workdir, step, precision)
@@ -120,8 +121,11 @@ def evaluate_checkpoint(
     }
     modes = [("greedy", 0.0, 1)] + ([("sampled", run.rollout.temperature, samples)] * (samples > 0))
     for mode, temperature, num_samples in modes:
-        record[mode], *_ = pass_rate(
+        record[mode], shown, texts, finished = pass_rate(
             params, spec, examples, prompt_len, jax.random.key(run.seed),
             num_samples=num_samples, temperature=temperature, fp8_meta=meta,
         )  # fmt: skip
+        if mode == "greedy":  # per prompt, in split order: arms scored alike pair per prompt
+            correct = spec.task.verify_batch(shown, texts, finished)["correct"]
+            record["greedy_correct"] = [int(c) for c in correct]
     return record

@@ -110,6 +110,8 @@ def test_evaluate_checkpoint_matches_the_runs_own_eval(finished_run):
         assert record["step"] == step and record["num_prompts"] == 8
         assert record["greedy"]["accuracy"] == pytest.approx(rows[step]["eval_accuracy"])
         assert record["greedy"]["garbled"] == pytest.approx(rows[step]["eval_garbled_frac"])
+        assert len(record["greedy_correct"]) == 8 and set(record["greedy_correct"]) <= {0, 1}
+        assert np.mean(record["greedy_correct"]) == pytest.approx(record["greedy"]["accuracy"])
     latest = evaluate_checkpoint(workdir, split="train", num_prompts=4, samples=2)
     assert (latest["step"], latest["split"], latest["num_prompts"]) == (3, "train", 4)
     assert latest["sampled"]["n"] == 8 and 0 <= latest["sampled"]["accuracy"] <= 1
