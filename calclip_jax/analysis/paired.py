@@ -30,6 +30,7 @@ class Interval:
     high: float
     seeds: int  # seeds with at least one finite value
     steps: int  # finite (seed, step) cells
+    per_seed: tuple[float, ...] = ()  # each seed's own estimate, in row order (NaN: none)
 
     def excludes(self, value: float) -> bool:
         """Whether `value` lies outside the interval (False when it is undefined)."""
@@ -41,6 +42,11 @@ class Interval:
             return "n/a"
         lo, hi = (f"{v * scale:.{digits}g}" if math.isfinite(v) else "n/a" for v in self.bounds)
         return f"{self.estimate * scale:.{digits}g}{suffix} [{lo}, {hi}]"
+
+    def fmt_per_seed(self, scale: float = 1.0, digits: int = 3) -> str:
+        """Each seed's estimate times `scale`, comma-separated ('n/a' for a seed without one)."""
+        cells = (f"{v * scale:.{digits}g}" if math.isfinite(v) else "n/a" for v in self.per_seed)
+        return ", ".join(cells)
 
     @property
     def bounds(self) -> tuple[float, float]:
@@ -90,7 +96,11 @@ def _check(values_ST: np.ndarray, name: str) -> np.ndarray:
 
 
 def _interval(
-    estimate: float, samples: np.ndarray, finite_ST: np.ndarray, level: float
+    estimate: float,
+    samples: np.ndarray,
+    finite_ST: np.ndarray,
+    level: float,
+    per_seed: np.ndarray | None = None,
 ) -> Interval:
     samples = samples[np.isfinite(samples)]
     tail = (1.0 - level) / 2.0
@@ -104,6 +114,7 @@ def _interval(
         high=high,
         seeds=int(finite_ST.any(-1).sum()),
         steps=int(finite_ST.sum()),
+        per_seed=() if per_seed is None else tuple(float(v) for v in per_seed),
     )
 
 
@@ -123,17 +134,19 @@ def mean_interval(
     block: int | None = None,
     seed: int = 0,
 ) -> Interval:
-    """Mean over seeds of each seed's mean over finite steps, and its bootstrap interval."""
+    """Mean over seeds of each seed's mean over finite steps (`per_seed`), and its bootstrap
+    interval."""
     x = _check(values_ST, "values_ST")
     finite = np.isfinite(x)
     if not finite.any():
         return _interval(math.nan, np.zeros(0), finite, level)
-    estimate = float(np.nanmean(_seed_means(x)))
+    per_seed = _seed_means(x)
+    estimate = float(np.nanmean(per_seed))
     seed_idx, step_idx = _setup(x.shape, block, n_boot, seed)
     with warnings.catch_warnings():  # a resample may draw only seeds without a finite value
         warnings.simplefilter("ignore", RuntimeWarning)
         samples = _sample_means(x, seed_idx, step_idx)
-    return _interval(estimate, samples, finite, level)
+    return _interval(estimate, samples, finite, level, per_seed)
 
 
 def paired_difference(a_ST: np.ndarray, b_ST: np.ndarray, **kwargs: Any) -> Interval:
@@ -155,22 +168,23 @@ def ratio_of_means(
     seed: int = 0,
 ) -> Interval:
     """sum(num) / sum(den) over cells where both are finite (e.g. the FP8 clip share over the
-    same run's BF16-shadow share: a multiplier), resampled as `mean_interval` resamples; NaN where
-    the denominator sums to 0."""
+    same run's BF16-shadow share: a multiplier), resampled as `mean_interval` resamples, and
+    each seed's own ratio (`per_seed`); NaN where the denominator sums to 0."""
     num, den = _check(num_ST, "num_ST"), _check(den_ST, "den_ST")
     if num.shape != den.shape:
         raise ValueError(f"ratio arrays differ in shape: {num.shape} vs {den.shape}")
     finite = np.isfinite(num) & np.isfinite(den)
     num, den = np.where(finite, num, 0.0), np.where(finite, den, 0.0)
 
-    def ratio(n: np.ndarray, d: np.ndarray) -> np.ndarray:
-        total_d = d.sum(axis=(-2, -1))
+    def ratio(n: np.ndarray, d: np.ndarray, axis: tuple[int, ...] = (-2, -1)) -> np.ndarray:
+        total_d = d.sum(axis=axis)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(total_d > 0, n.sum(axis=(-2, -1)) / total_d, np.nan)
+            return np.where(total_d > 0, n.sum(axis=axis) / total_d, np.nan)
 
     estimate = float(ratio(num, den))
     if not finite.any():
         return _interval(math.nan, np.zeros(0), finite, level)
     seed_idx, step_idx = _setup(num.shape, block, n_boot, seed)
     pick = (seed_idx[..., None], step_idx)
-    return _interval(estimate, ratio(num[pick], den[pick]), finite, level)
+    samples = ratio(num[pick], den[pick])
+    return _interval(estimate, samples, finite, level, ratio(num, den, axis=(-1,)))

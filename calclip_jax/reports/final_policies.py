@@ -58,8 +58,9 @@ def _matrix(by_seed: dict[int, np.ndarray], seeds: Sequence[int]) -> np.ndarray:
 
 
 def final_policy_rows(scores: Scores, baseline: str, **boot: Any) -> list[list[str]]:
-    """Rows "arm, accuracy % [90%], arm - baseline in points [90%], seeds x prompts", the
-    baseline first; the difference over the seeds both arms were scored in."""
+    """Rows "arm, accuracy % [90%], arm - baseline in points [90%], each seed's difference,
+    seeds x prompts", the baseline first; the difference over the seeds both arms were scored
+    in."""
     if baseline not in scores:
         raise ValueError(f"baseline arm {baseline!r} not among the scored runs: {sorted(scores)}")
     boot = {"block": 1, **boot}
@@ -68,10 +69,13 @@ def final_policy_rows(scores: Scores, baseline: str, **boot: Any) -> list[list[s
         own = sorted(scores[arm])
         accuracy = mean_interval(_matrix(scores[arm], own), **boot).fmt(scale=100.0)
         shared = sorted(set(own) & set(scores[baseline]))
-        diff = "" if arm == baseline or not shared else paired_difference(
-            _matrix(scores[arm], shared), _matrix(scores[baseline], shared), **boot
-        ).fmt(scale=100.0)  # fmt: skip
-        rows.append([arm, accuracy, diff, f"{len(own)} x {scores[arm][own[0]].size}"])
+        diff = per_seed = ""
+        if arm != baseline and shared:
+            got = paired_difference(
+                _matrix(scores[arm], shared), _matrix(scores[baseline], shared), **boot
+            )
+            diff, per_seed = got.fmt(scale=100.0), got.fmt_per_seed(scale=100.0)
+        rows.append([arm, accuracy, diff, per_seed, f"{len(own)} x {scores[arm][own[0]].size}"])
     return rows
 
 
@@ -84,7 +88,13 @@ def final_policy_report(scores: Scores, setting: dict[str, Any], baseline: str, 
             f" prompts of the {setting['split']} split, every arm sampled in"
             f" {setting['precision']}; 90% bootstrap interval over seeds and prompts.",
             markdown_table(
-                ["arm", "accuracy % [90%]", "arm - baseline, points [90%]", "seeds x prompts"],
+                [
+                    "arm",
+                    "accuracy % [90%]",
+                    "arm - baseline, points [90%]",
+                    "per seed",
+                    "seeds x prompts",
+                ],
                 final_policy_rows(scores, baseline, **boot),
             ),
         ]

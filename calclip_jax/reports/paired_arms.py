@@ -123,15 +123,23 @@ def paired_intervals(
 
 
 def paired_rows(runs: Runs, baseline: str, **boot: Any) -> list[list[str]]:
-    """Rows "arm, metric, arm - baseline [90% interval], seeds x steps" for every other arm."""
+    """Rows "arm, metric, arm - baseline [90% interval], each seed's mean difference, seeds x
+    steps" for every other arm."""
     return [
-        [arm, metric.label, _cell(got, metric), f"{got.seeds} x {steps}"]
+        [
+            arm,
+            metric.label,
+            _cell(got, metric),
+            got.fmt_per_seed(scale=100.0 if metric.percent else 1.0),
+            f"{got.seeds} x {steps}",
+        ]
         for (arm, metric), (got, steps) in paired_intervals(runs, baseline, **boot).items()
     ]
 
 
 def shadow_rows(runs: Runs, **boot: Any) -> list[list[str]]:
-    """Rows "arm, sign, FP8 share, shadow share, multiplier" for arms that logged a shadow."""
+    """Rows "arm, sign, FP8 share, shadow share, multiplier, each seed's multiplier" for arms
+    that logged a shadow."""
     rows = []
     for arm in sorted(runs):
         seeds = sorted(runs[arm])
@@ -143,13 +151,15 @@ def shadow_rows(runs: Runs, **boot: Any) -> list[list[str]]:
             if not both.any():
                 continue
             trainer, shadow = np.where(both, trainer, np.nan), np.where(both, shadow, np.nan)
+            multiplier = ratio_of_means(trainer, shadow, **boot)
             rows.append(
                 [
                     arm,
                     label,
                     mean_interval(trainer, **boot).fmt(scale=100.0),
                     mean_interval(shadow, **boot).fmt(scale=100.0),
-                    ratio_of_means(trainer, shadow, **boot).fmt(suffix="x"),
+                    multiplier.fmt(suffix="x"),
+                    multiplier.fmt_per_seed(),
                 ]
             )
     return rows
@@ -186,9 +196,10 @@ def paired_report(runs: Runs, baseline: str, **boot: Any) -> str:
         [
             f"### Paired against `{baseline}` (same seeds, same RL steps, same prompts)",
             "Mean of arm - baseline per (seed, step); percentages in points; 90% bootstrap"
-            " interval over seeds and blocks of steps.",
+            " interval over seeds and blocks of steps; each seed's own mean, in seed order (with"
+            " a few seeds, read these before the interval).",
             markdown_table(
-                ["arm", "metric", "arm - baseline [90%]", "seeds x steps"],
+                ["arm", "metric", "arm - baseline [90%]", "per seed", "seeds x steps"],
                 paired_rows(runs, baseline, **boot),
             ),
             "### Clip shares against the same run's BF16 shadow (same tokens)",
@@ -199,6 +210,7 @@ def paired_report(runs: Runs, baseline: str, **boot: Any) -> str:
                     "trainer share % [90%]",
                     "shadow share % [90%]",
                     "trainer / shadow",
+                    "per seed",
                 ],
                 shadow_rows(runs, **boot),
             ),

@@ -62,6 +62,8 @@ def test_missing_cells_and_seeds_are_skipped_and_counted():
     got = mean_interval(x)
     assert got.estimate == pytest.approx((2.0 + 5.0) / 2)  # each seed weighs the same
     assert (got.seeds, got.steps) == (2, 4)
+    np.testing.assert_array_equal(got.per_seed, [2.0, np.nan, 5.0])  # each seed's own mean
+    assert got.fmt_per_seed(scale=10.0) == "20, n/a, 50"
     empty = mean_interval(np.full((2, 3), np.nan))
     assert math.isnan(empty.estimate) and empty.fmt() == "n/a"
 
@@ -71,6 +73,7 @@ def test_ratio_of_means_is_the_ratio_of_sums_and_undefined_on_zero_denominators(
     den = np.array([[0.1, 0.1], [0.1, 0.3]])
     got = ratio_of_means(num, den)
     assert got.estimate == pytest.approx(0.7 / 0.3)
+    np.testing.assert_allclose(got.per_seed, [0.6 / 0.2, 0.1 / 0.1])  # cells where both finite
     assert got.low <= got.estimate <= got.high
     assert math.isnan(ratio_of_means(num, np.zeros_like(den)).estimate)
 
