@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -43,9 +44,14 @@ class Interval:
         lo, hi = (f"{v * scale:.{digits}g}" if math.isfinite(v) else "n/a" for v in self.bounds)
         return f"{self.estimate * scale:.{digits}g}{suffix} [{lo}, {hi}]"
 
-    def fmt_per_seed(self, scale: float = 1.0, digits: int = 3) -> str:
-        """Each seed's estimate times `scale`, comma-separated ('n/a' for a seed without one)."""
-        cells = (f"{v * scale:.{digits}g}" if math.isfinite(v) else "n/a" for v in self.per_seed)
+    def fmt_per_seed(
+        self, scale: float = 1.0, digits: int = 3, labels: Sequence[object] | None = None
+    ) -> str:
+        """Each seed's estimate times `scale`, comma-separated ('n/a' for a seed without one),
+        each after its label ("1: -3.7, 2: -4.7") when `labels` names the seeds."""
+        cells = [f"{v * scale:.{digits}g}" if math.isfinite(v) else "n/a" for v in self.per_seed]
+        if labels is not None:
+            cells = [f"{label}: {cell}" for label, cell in zip(labels, cells, strict=True)]
         return ", ".join(cells)
 
     @property

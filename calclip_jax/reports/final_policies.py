@@ -74,7 +74,7 @@ def final_policy_rows(scores: Scores, baseline: str, **boot: Any) -> list[list[s
             got = paired_difference(
                 _matrix(scores[arm], shared), _matrix(scores[baseline], shared), **boot
             )
-            diff, per_seed = got.fmt(scale=100.0), got.fmt_per_seed(scale=100.0)
+            diff, per_seed = got.fmt(scale=100.0), got.fmt_per_seed(scale=100.0, labels=shared)
         rows.append([arm, accuracy, diff, per_seed, f"{len(own)} x {scores[arm][own[0]].size}"])
     return rows
 

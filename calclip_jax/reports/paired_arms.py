@@ -130,7 +130,10 @@ def paired_rows(runs: Runs, baseline: str, **boot: Any) -> list[list[str]]:
             arm,
             metric.label,
             _cell(got, metric),
-            got.fmt_per_seed(scale=100.0 if metric.percent else 1.0),
+            got.fmt_per_seed(
+                scale=100.0 if metric.percent else 1.0,
+                labels=sorted(set(runs[arm]) & set(runs[baseline])),
+            ),
             f"{got.seeds} x {steps}",
         ]
         for (arm, metric), (got, steps) in paired_intervals(runs, baseline, **boot).items()
@@ -159,7 +162,7 @@ def shadow_rows(runs: Runs, **boot: Any) -> list[list[str]]:
                     mean_interval(trainer, **boot).fmt(scale=100.0),
                     mean_interval(shadow, **boot).fmt(scale=100.0),
                     multiplier.fmt(suffix="x"),
-                    multiplier.fmt_per_seed(),
+                    multiplier.fmt_per_seed(labels=seeds),
                 ]
             )
     return rows
@@ -196,8 +199,8 @@ def paired_report(runs: Runs, baseline: str, **boot: Any) -> str:
         [
             f"### Paired against `{baseline}` (same seeds, same RL steps, same prompts)",
             "Mean of arm - baseline per (seed, step); percentages in points; 90% bootstrap"
-            " interval over seeds and blocks of steps; each seed's own mean, in seed order (with"
-            " a few seeds, read these before the interval).",
+            " interval over seeds and blocks of steps; then each seed's own mean (with a few"
+            " seeds, read these before the interval).",
             markdown_table(
                 ["arm", "metric", "arm - baseline [90%]", "per seed", "seeds x steps"],
                 paired_rows(runs, baseline, **boot),

@@ -64,6 +64,7 @@ def test_missing_cells_and_seeds_are_skipped_and_counted():
     assert (got.seeds, got.steps) == (2, 4)
     np.testing.assert_array_equal(got.per_seed, [2.0, np.nan, 5.0])  # each seed's own mean
     assert got.fmt_per_seed(scale=10.0) == "20, n/a, 50"
+    assert got.fmt_per_seed(labels=[4, 5, 6]) == "4: 2, 5: n/a, 6: 5"
     empty = mean_interval(np.full((2, 3), np.nan))
     assert math.isnan(empty.estimate) and empty.fmt() == "n/a"
 

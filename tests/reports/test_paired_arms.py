@@ -64,7 +64,7 @@ def test_pairing_removes_the_shared_prompt_difficulty(tmp_path):
     rows = {r[1]: r for r in paired_rows(runs, "bf16", n_boot=200)}
     # per-step prompts vary by +-0.3, yet the paired interval is exact: -10 points
     assert rows["reward (2nd half)"][2] == "-10 [-10, -10]"
-    assert rows["reward (2nd half)"][3] == "-10, -10"  # each seed's own difference
+    assert rows["reward (2nd half)"][3] == "1: -10, 2: -10"  # each seed's own difference
     assert rows["reward (2nd half)"][4] == f"2 x {STEPS}"
     assert rows["entropy"][2].startswith("0.1 [")
     assert "gradient norm" not in rows  # not logged: no row
@@ -73,7 +73,7 @@ def test_pairing_removes_the_shared_prompt_difficulty(tmp_path):
 def test_the_shadow_multiplier_divides_metrics_of_one_run(tmp_path):
     rows = shadow_rows(load_seeded_runs(_sweep(tmp_path)), n_boot=200)
     assert [r[:2] for r in rows] == [["fp8", "A<0 below the lower bound"]]
-    assert rows[0][4] == "3x [3, 3]" and rows[0][5] == "3, 3"
+    assert rows[0][4] == "3x [3, 3]" and rows[0][5] == "1: 3, 2: 3"
 
 
 def test_calibrated_bounds_report_their_floor_and_cap_hit_rates(tmp_path):
