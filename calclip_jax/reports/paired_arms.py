@@ -34,6 +34,11 @@ class Metric:
     second_half: bool = False  # only RL steps after the middle of the run
     percent: bool = False
 
+    @property
+    def scale(self) -> float:
+        """Table units per logged unit (points for shares)."""
+        return 100.0 if self.percent else 1.0
+
 
 PAIRED_METRICS = (
     Metric("reward (2nd half)", "reward_mean", second_half=True, percent=True),
@@ -99,7 +104,12 @@ def _window(x: np.ndarray, metric: Metric) -> np.ndarray:
 
 
 def _cell(interval: Interval, metric: Metric) -> str:
-    return interval.fmt(scale=100.0 if metric.percent else 1.0, suffix="")
+    return interval.fmt(scale=metric.scale, suffix="")
+
+
+def shared_seeds(runs: Runs, arm: str, baseline: str) -> list[int]:
+    """The seeds both arms ran, in order: what a paired difference is taken over."""
+    return sorted(set(runs[arm]) & set(runs[baseline]))
 
 
 def paired_intervals(
@@ -109,7 +119,7 @@ def paired_intervals(
     every other arm and every logged metric of PAIRED_METRICS."""
     out = {}
     for arm in sorted(set(runs) - {baseline}):
-        seeds = sorted(set(runs[arm]) & set(runs[baseline]))
+        seeds = shared_seeds(runs, arm, baseline)
         if not seeds:
             continue
         steps = min(run_length(runs[arm]), run_length(runs[baseline]))
@@ -130,10 +140,7 @@ def paired_rows(runs: Runs, baseline: str, **boot: Any) -> list[list[str]]:
             arm,
             metric.label,
             _cell(got, metric),
-            got.fmt_per_seed(
-                scale=100.0 if metric.percent else 1.0,
-                labels=sorted(set(runs[arm]) & set(runs[baseline])),
-            ),
+            got.fmt_per_seed(scale=metric.scale, labels=shared_seeds(runs, arm, baseline)),
             f"{got.seeds} x {steps}",
         ]
         for (arm, metric), (got, steps) in paired_intervals(runs, baseline, **boot).items()
