@@ -63,12 +63,17 @@ def test_ratio_is_exactly_one_at_the_first_update(preset, chunk):
 def test_composition_effect_is_measured_where_scales_span_the_batch(preset):
     _, metrics, probed = _update(preset, None)
     gap = metrics[0]["composition_logp_max"]
-    print(f"{preset}: composition_logp_max = {gap:.2e}")
-    if preset in BATCH_INVARIANT:  # float32 summation order of other shapes at most
-        assert gap < 1e-5 and metrics[0]["composition_clip_lower_neg"] == 0.0
-    else:  # whole-batch old log-probs would start these ratios away from 1
-        assert gap > 1e-3 and metrics[0]["composition_logp_std"] > 0.0
     mask = probed["mask"]
     diff = probed["old_logp_minibatch"] - probed["old_logp_full"]
+    moved = float(np.mean(np.abs(diff[mask]) > 1e-5))  # share of tokens the composition moves
+    print(f"{preset}: composition_logp_max = {gap:.2e}, tokens moved {moved:.1%}")
+    if preset in BATCH_INVARIANT:
+        # no scale depends on the composition: what is left is float32 summation order of
+        # another shape, which FP8 can turn into a flipped rounding of a rare element (one
+        # token of 82 moves by 0.017 nats under fp8_delayed with jax 0.12 at LLVM -O0)
+        assert moved <= 0.05 and metrics[0]["composition_clip_lower_neg"] == 0.0
+        assert gap < (0.05 if preset.startswith("fp8") else 1e-5)
+    else:  # a scale spans the minibatch: every token moves, whole-batch ratios start away from 1
+        assert moved > 0.5 and metrics[0]["composition_logp_std"] > 0.0
     assert np.max(np.abs(diff[mask])) == pytest.approx(gap, rel=1e-6, abs=0.0)
     assert "composition_logp_max" not in metrics[1]
