@@ -1,11 +1,15 @@
 """Do tokens clipped on A < 0 at RL step s gain probability later? A run's clipped-token trace.
 
     python -m experiments.clipped_trace --workdir=runs/x [--out=trace.md] [--figure=trace.png]
+    python -m experiments.clipped_trace --sweep=results/sweep [--out=trace.md]
 
-Reads the traces a run wrote with `log.trace_dumps` (calclip_jax.reports.clipped_trace) and
-prints a Markdown table: per earlier step s and trace step t, step s's tokens by group (A<0 below
-s's lower clip bound, A<0 not clipped, A>0) with the mean log-prob change since s's old policy and
+Reads the traces a run wrote with `log.trace_dumps` (or `experiments.trace_checkpoint` wrote
+afterwards; calclip_jax.reports.clipped_trace) and prints a Markdown table: per earlier step s
+and trace step t, step s's tokens by group (A<0 below s's lower clip bound, A<0 not clipped,
+A>0) with the mean log-prob change since s sampled them and since s's updates ended, each with
 its 90% bootstrap interval over rows; --out also writes it, --figure draws it against the lag.
+With --sweep, the traced runs of a seeded sweep per arm and lag, pooled over seeds, with the
+contrast clipped minus not clipped (calclip_jax.reports.sweep_trace).
 """
 
 from __future__ import annotations
@@ -18,14 +22,38 @@ from absl import app, flags
 from calclip_jax.reports.clipped_trace import trace_rows, trace_table
 from calclip_jax.workdir.run_record import RunRecordError
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "The run folder.", required=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "The run folder.")
+_SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder, instead of --workdir.")
 _OUT = flags.DEFINE_string("out", None, "Also write the table to this Markdown file.")
 _FIGURE = flags.DEFINE_string("figure", None, "Also draw the trace against the lag to this PNG.")
 _BOOT = flags.DEFINE_integer("n_boot", 4000, "Bootstrap resamples.")
 
 
+def sweep_main() -> None:
+    """--sweep: the arms' table."""
+    from calclip_jax.reports.sweep_trace import sweep_trace_table, sweep_traces
+
+    if _FIGURE.value:
+        sys.exit("error: --figure draws one run's trace: pass --workdir")
+    try:
+        rows = sweep_traces(_SWEEP.value, n_boot=_BOOT.value)
+    except (RunRecordError, ValueError) as err:
+        sys.exit(f"error: {err}")
+    if not rows:
+        sys.exit(f"error: no run under {_SWEEP.value} holds a trace (ratios/trace_step_*.npz)")
+    text = sweep_trace_table(rows)
+    print(text)
+    if _OUT.value:
+        Path(_OUT.value).write_text(text + "\n")
+
+
 def main(argv: list[str]) -> None:
     del argv
+    if (_WORKDIR.value is None) == (_SWEEP.value is None):
+        sys.exit("error: pass exactly one of --workdir and --sweep")
+    if _SWEEP.value is not None:
+        sweep_main()
+        return
     try:
         rows = trace_rows(_WORKDIR.value, n_boot=_BOOT.value)
     except (RunRecordError, ValueError) as err:

@@ -2,10 +2,12 @@
 
 Step s's dumped response tokens fall into three groups: A < 0 with ratio below step s's lower
 clip bound (their gradient vanished), A < 0 not clipped, and A > 0. For each, the mean change of
-log-prob from the policy step s sampled with (`old_logp_full`) to a later one (the trace's logp),
-token-weighted, with a bootstrap interval that resamples rows (`paired.ratio_of_means` on one
-"seed" of B rows, blocks of one row). A positive mean for the clipped group is the mechanism:
-bad tokens that the clip stopped pushing down grow more likely.
+log-prob to a later policy (the trace's logp), token-weighted, with a bootstrap interval that
+resamples rows (`paired.ratio_of_means` on one "seed" of B rows, blocks of one row): `shift`
+from the policy step s sampled with (`old_logp_full`), `after` from the policy step s's updates
+left (old_logp_full + log r, r the dump's ratio), so step s's own push is not in it. A clipped
+group gaining more than the A<0 tokens the clip let through (`after`) is the mechanism: bad
+tokens the clip stopped pushing down grow more likely.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ class GroupShift:
 
     group: str
     tokens: int
-    shift: Interval
+    shift: Interval  # since the policy that sampled step s
+    after: Interval  # since the end of step s's updates
 
 
 def token_groups(
@@ -40,15 +43,38 @@ def token_groups(
     return {CLIPPED: neg & clipped, UNCLIPPED: neg & ~clipped, POSITIVE: valid & (adv > 0)}
 
 
+def row_sums(values_BT: np.ndarray, sel_BT: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sum of `values_BT` over each row's selected finite tokens, their count): float64 [B]."""
+    sel = sel_BT & np.isfinite(values_BT)
+    num = np.where(sel, values_BT, 0.0).sum(axis=1, dtype=np.float64)
+    return num, sel.sum(axis=1).astype(np.float64)
+
+
+def step_log_ratio(ratio_BT: np.ndarray) -> np.ndarray:
+    """log r of the dump's ratios: how far step s's own updates moved each token."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(ratio_BT, np.float64))
+
+
 def group_shift(
-    name: str, dlogp_BT: np.ndarray, sel_BT: np.ndarray, n_boot: int = N_BOOT, seed: int = 0
+    name: str,
+    dlogp_BT: np.ndarray,
+    logr_BT: np.ndarray,
+    sel_BT: np.ndarray,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
 ) -> GroupShift:
-    """Mean of `dlogp_BT` over the selected finite tokens, with its 90% interval over rows."""
-    sel = sel_BT & np.isfinite(dlogp_BT)
-    num = np.where(sel, dlogp_BT, 0.0).sum(axis=1, dtype=np.float64)[None]
-    den = sel.sum(axis=1).astype(np.float64)[None]
-    shift = ratio_of_means(num, den, n_boot=n_boot, block=1, seed=seed)
-    return GroupShift(name, int(sel.sum()), shift)
+    """Mean of `dlogp_BT` (and of `dlogp_BT - logr_BT`) over the selected finite tokens, with
+    their 90% intervals over rows."""
+    boot = {"n_boot": n_boot, "block": 1, "seed": seed}
+    num, den = row_sums(dlogp_BT, sel_BT)
+    after_num, after_den = row_sums(dlogp_BT - logr_BT, sel_BT)
+    return GroupShift(
+        name,
+        int(den.sum()),
+        ratio_of_means(num[None], den[None], **boot),
+        ratio_of_means(after_num[None], after_den[None], **boot),
+    )
 
 
 def group_shifts(
@@ -62,4 +88,5 @@ def group_shifts(
 ) -> list[GroupShift]:
     """`group_shift` of each group of `token_groups`, in `GROUPS` order."""
     groups = token_groups(ratio_BT, advantages_BT, mask_BT, lower)
-    return [group_shift(g, dlogp_BT, groups[g], n_boot, seed) for g in GROUPS]
+    logr = step_log_ratio(ratio_BT)
+    return [group_shift(g, dlogp_BT, logr, groups[g], n_boot, seed) for g in GROUPS]

@@ -164,6 +164,22 @@ def paired_difference(a_ST: np.ndarray, b_ST: np.ndarray, **kwargs: Any) -> Inte
     return mean_interval(a - b, **kwargs)
 
 
+def _ratio(n: np.ndarray, d: np.ndarray, axis: tuple[int, ...] | int = (-2, -1)) -> np.ndarray:
+    """sum(n) / sum(d) over `axis`; NaN where d sums to 0."""
+    total_d = d.sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total_d > 0, n.sum(axis=axis) / total_d, np.nan)
+
+
+def _finite_pair(num_ST: np.ndarray, den_ST: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(num, den, finite): both [S, T] float64, zero where either is not finite."""
+    num, den = _check(num_ST, "num_ST"), _check(den_ST, "den_ST")
+    if num.shape != den.shape:
+        raise ValueError(f"ratio arrays differ in shape: {num.shape} vs {den.shape}")
+    finite = np.isfinite(num) & np.isfinite(den)
+    return np.where(finite, num, 0.0), np.where(finite, den, 0.0), finite
+
+
 def ratio_of_means(
     num_ST: np.ndarray,
     den_ST: np.ndarray,
@@ -176,21 +192,36 @@ def ratio_of_means(
     """sum(num) / sum(den) over cells where both are finite (e.g. the FP8 clip share over the
     same run's BF16-shadow share: a multiplier), resampled as `mean_interval` resamples, and
     each seed's own ratio (`per_seed`); NaN where the denominator sums to 0."""
-    num, den = _check(num_ST, "num_ST"), _check(den_ST, "den_ST")
-    if num.shape != den.shape:
-        raise ValueError(f"ratio arrays differ in shape: {num.shape} vs {den.shape}")
-    finite = np.isfinite(num) & np.isfinite(den)
-    num, den = np.where(finite, num, 0.0), np.where(finite, den, 0.0)
-
-    def ratio(n: np.ndarray, d: np.ndarray, axis: tuple[int, ...] = (-2, -1)) -> np.ndarray:
-        total_d = d.sum(axis=axis)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(total_d > 0, n.sum(axis=axis) / total_d, np.nan)
-
-    estimate = float(ratio(num, den))
+    num, den, finite = _finite_pair(num_ST, den_ST)
+    estimate = float(_ratio(num, den))
     if not finite.any():
         return _interval(math.nan, np.zeros(0), finite, level)
     seed_idx, step_idx = _setup(num.shape, block, n_boot, seed)
     pick = (seed_idx[..., None], step_idx)
-    samples = ratio(num[pick], den[pick])
-    return _interval(estimate, samples, finite, level, ratio(num, den, axis=(-1,)))
+    samples = _ratio(num[pick], den[pick])
+    return _interval(estimate, samples, finite, level, _ratio(num, den, axis=-1))
+
+
+def ratio_difference(
+    a: tuple[np.ndarray, np.ndarray],
+    b: tuple[np.ndarray, np.ndarray],
+    *,
+    level: float = LEVEL,
+    n_boot: int = N_BOOT,
+    block: int | None = None,
+    seed: int = 0,
+) -> Interval:
+    """`ratio_of_means` of `a` (num, den) minus that of `b`, both over the same [S, T] cells
+    (e.g. two token groups of the same rows), resampled together: the same seeds and steps
+    for both in every sample; `per_seed` holds each seed's difference."""
+    (na, da, fa), (nb, db, fb) = _finite_pair(*a), _finite_pair(*b)
+    if na.shape != nb.shape:
+        raise ValueError(f"the two ratios' cells differ in shape: {na.shape} vs {nb.shape}")
+    estimate = float(_ratio(na, da) - _ratio(nb, db))
+    finite, per_seed = fa | fb, _ratio(na, da, axis=-1) - _ratio(nb, db, axis=-1)
+    if not math.isfinite(estimate):
+        return _interval(math.nan, np.zeros(0), finite, level, per_seed)
+    seed_idx, step_idx = _setup(na.shape, block, n_boot, seed)
+    pick = (seed_idx[..., None], step_idx)
+    samples = _ratio(na[pick], da[pick]) - _ratio(nb[pick], db[pick])
+    return _interval(estimate, samples, finite, level, per_seed)

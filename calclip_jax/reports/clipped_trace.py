@@ -50,15 +50,26 @@ def lower_bounds(workdir: str | Path, steps: list[int]) -> dict[int, float]:
     return bounds
 
 
-def trace_rows(workdir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[TraceRow]:
-    """Every (t, s, group) of the run's traces, by t then s; ValueError naming the file when a
-    traced dump is gone or lacks old_logp_full."""
+@dataclasses.dataclass(frozen=True)
+class TraceEntry:
+    """Step s's dump under the policy after step t: dlogp = logp_t - old_logp_full [B, T]."""
+
+    s: int
+    t: int
+    lower: float  # step s's lower clip bound
+    dlogp: np.ndarray
+    dump: dict[str, np.ndarray]
+
+
+def trace_entries(workdir: str | Path) -> list[TraceEntry]:
+    """Every (t, s) of the run's traces, by t then s; ValueError naming the file when a traced
+    dump is gone or lacks old_logp_full."""
     traces = {t: load_trace(path) for t, path in trace_steps(workdir).items()}
     dumps = dump_steps(workdir)
     needed = sorted({s for trace in traces.values() for s in trace})
     bounds = lower_bounds(workdir, needed)
     loaded: dict[int, dict[str, np.ndarray]] = {}
-    rows = []
+    entries = []
     for t, trace in traces.items():
         for s, logp in trace.items():
             if s not in dumps:
@@ -67,26 +78,36 @@ def trace_rows(workdir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list
             if "old_logp_full" not in d:
                 raise ValueError(f"{dumps[s]}: ratio dump lacks old_logp_full")
             dlogp = logp.astype(np.float64) - d["old_logp_full"]
-            shifts = group_shifts(
-                dlogp, d["ratio"], d["advantages"], d["mask"], bounds[s], n_boot, seed
-            )
-            rows += [TraceRow(s, t, bounds[s], g) for g in shifts]
+            entries.append(TraceEntry(s, t, bounds[s], dlogp, d))
+    return entries
+
+
+def trace_rows(workdir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[TraceRow]:
+    """Every (t, s, group) of the run's traces (`trace_entries`), by t then s."""
+    rows = []
+    for e in trace_entries(workdir):
+        d = e.dump
+        shifts = group_shifts(
+            e.dlogp, d["ratio"], d["advantages"], d["mask"], e.lower, n_boot, seed
+        )
+        rows += [TraceRow(e.s, e.t, e.lower, g) for g in shifts]
     return rows
 
 
 def trace_table(rows: list[TraceRow]) -> str:
     """The rows as a Markdown table."""
     lines = [
-        "Change of log-prob of step s's tokens under the policy after step t (logp_t - "
-        "old_logp_full), mean over the group's tokens; 90% bootstrap interval over rows.",
+        "Change of log-prob of step s's tokens under the policy after step t, mean over the "
+        "group's tokens, since step s sampled them (logp_t - old_logp_full) and since step s's "
+        "updates ended (less step s's own log r); 90% bootstrap interval over rows.",
         "",
-        "| s | t | lag | lower bound | group | tokens | mean dlogp [90% interval] |",
-        "|---|---|---|---|---|---|---|",
+        "| s | t | lag | lower bound | group | tokens | since sampled | after step s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         g = r.shift
         lines.append(
             f"| {r.s} | {r.t} | {r.lag} | {r.lower:.4g} | {g.group} | {g.tokens} | "
-            f"{g.shift.fmt(digits=3)} |"
+            f"{g.shift.fmt(digits=3)} | {g.after.fmt(digits=3)} |"
         )
     return "\n".join(lines)

@@ -40,7 +40,7 @@ def _jsonable(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def _write_npz(path: Path, arrays: Mapping[str, Any]) -> None:
+def write_npz(path: Path, arrays: Mapping[str, Any]) -> None:
     """`arrays` compressed to `path`, atomically: a killed write leaves no torn file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -126,12 +126,12 @@ class RunLogger:
     def write_ratio_dump(self, step: int, arrays: Mapping[str, Any]) -> None:
         """The ratio dump of RL step `step` (`run_record.ratio_dump_path`, compressed)."""
         if self.active:
-            _write_npz(R.ratio_dump_path(self.workdir, step), arrays)
+            write_npz(R.ratio_dump_path(self.workdir, step), arrays)
 
     def write_trace(self, step: int, arrays: Mapping[str, Any]) -> None:
         """The clipped-token trace of RL step `step` (`run_record.trace_path`, compressed)."""
         if self.active:
-            _write_npz(R.trace_path(self.workdir, step), arrays)
+            write_npz(R.trace_path(self.workdir, step), arrays)
 
     def close(self) -> None:
         if self._tb is not None:

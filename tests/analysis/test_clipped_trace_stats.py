@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from calclip_jax.analysis.clipped_trace import (
     CLIPPED,
@@ -47,5 +48,11 @@ def test_a_planted_shift_is_recovered_and_an_empty_group_is_undefined():
     for other in (UNCLIPPED, POSITIVE):
         assert shifts[other].shift.low < 0.0 < shifts[other].shift.high
         assert abs(shifts[other].shift.estimate) < 0.02
-    empty = group_shift("none", dlogp, np.zeros((b, t), bool), n_boot=50)
+    # `after` takes out step s's own move, log r: the planted shift is what came after it
+    for g in shifts.values():
+        sel = token_groups(ratio, adv, mask, 0.8)[g.group] & np.isfinite(dlogp)
+        moved = np.log(ratio)[sel].mean()
+        assert g.after.estimate == pytest.approx(g.shift.estimate - moved, abs=1e-9)
+    empty = group_shift("none", dlogp, np.log(ratio), np.zeros((b, t), bool), n_boot=50)
     assert empty.tokens == 0 and math.isnan(empty.shift.estimate) and empty.shift.fmt() == "n/a"
+    assert math.isnan(empty.after.estimate)

@@ -13,6 +13,7 @@ from calclip_jax.analysis.paired import (
     default_block,
     mean_interval,
     paired_difference,
+    ratio_difference,
     ratio_of_means,
     resample_indices,
 )
@@ -99,3 +100,37 @@ def test_shifting_the_data_shifts_the_interval(seeds, steps, shift, seed):
 
 def test_default_block_grows_with_the_cube_root():
     assert [default_block(n) for n in (1, 8, 27, 100)] == [1, 2, 3, 5]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3), st.integers(2, 12), st.floats(-3, 3), st.integers(0, 10**6))
+def test_ratio_difference_is_exact_for_a_constant_shift(seeds, steps, shift, seed):
+    """num_a = num_b + shift * den over the same cells: every resample differs by `shift`."""
+    rng = np.random.default_rng(seed)
+    den = rng.integers(0, 5, size=(seeds, steps)).astype(float)
+    den[:, 0] += 1.0  # every seed has a token
+    num_b = rng.normal(size=den.shape) * den
+    got = ratio_difference((num_b + shift * den, den), (num_b, den), n_boot=200)
+    assert got.estimate == pytest.approx(shift, abs=1e-9)
+    assert got.low == pytest.approx(shift, abs=1e-9) and got.high == pytest.approx(shift, abs=1e-9)
+    assert np.allclose(got.per_seed, shift, atol=1e-9)
+
+
+def test_ratio_difference_pairs_the_groups_resamples():
+    """Each estimate is the difference of the two `ratio_of_means`; resampling the cells
+    together keeps what the groups share out of the interval (narrower than either alone)."""
+    rng = np.random.default_rng(1)
+    den_a = rng.integers(1, 4, size=(2, 60)).astype(float)
+    den_b = den_a + rng.integers(0, 2, size=den_a.shape)
+    row = rng.normal(scale=2.0, size=(2, 60))  # a per-cell effect both groups share
+    num_a = (row + 0.5 + rng.normal(scale=0.1, size=row.shape)) * den_a
+    num_b = (row + rng.normal(scale=0.1, size=row.shape)) * den_b
+    got = ratio_difference((num_a, den_a), (num_b, den_b))
+    a, b = ratio_of_means(num_a, den_a), ratio_of_means(num_b, den_b)
+    assert got.estimate == pytest.approx(a.estimate - b.estimate)
+    assert np.allclose(got.per_seed, np.subtract(a.per_seed, b.per_seed))
+    assert got.low < 0.5 < got.high
+    assert got.high - got.low < 0.5 * min(a.high - a.low, b.high - b.low)
+    undefined = ratio_difference((num_a, 0 * den_a), (num_b, den_b))  # group a has no token
+    assert math.isnan(undefined.estimate) and len(undefined.per_seed) == 2
+    assert undefined.fmt_per_seed(labels=[1, 2]) == "1: n/a, 2: n/a"
