@@ -16,6 +16,7 @@ from calclip_jax.reports.plots import arm_colors, finish_figure
 
 CALIBRATING_KEY = "calib_lower_raw"  # logged only where a calibration ran
 PANEL_KEYS = ("clip_lower", CALIBRATING_KEY, "clip_upper", "calib_q_lower")
+SEED_STYLES = (("-", "o"), ("--", "x"), (":", "^"), ("-.", "s"))  # line, dot: an arm's seeds apart
 
 
 def calibrating_arms(runs: Runs) -> list[str]:
@@ -30,9 +31,10 @@ def calibrating_arms(runs: Runs) -> list[str]:
 
 
 def calibration_bounds(runs: Runs, save: str | Path | None = None) -> Figure | None:
-    """Three panels over RL steps, one line per (calibrating arm, seed); None without such an
-    arm. Left: the lower bound asked for (dots) and in use (line), log scale; middle: the upper
-    bound in use; right: the shadow's target share of A<0 tokens, percent."""
+    """Three panels over RL steps, one line per (calibrating arm, seed): a colour per arm, a line
+    style (and marker) per seed of it; None without such an arm. Left: the lower bound asked for
+    (dots) and in use (line), log scale; middle: the upper bound in use; right: the shadow's
+    target share of A<0 tokens, percent."""
     arms = calibrating_arms(runs)
     if not arms:
         return None
@@ -44,11 +46,12 @@ def calibration_bounds(runs: Runs, save: str | Path | None = None) -> Figure | N
         x = np.arange(1, steps + 1)
         lines = {k: step_matrix(by_seed, seeds, k, steps) for k in PANEL_KEYS}
         for i, seed in enumerate(seeds):
-            color = colors[arm]
-            low.plot(x, lines["clip_lower"][i], color=color, label=f"{arm} (seed {seed})")
-            low.scatter(x, lines[CALIBRATING_KEY][i], color=color, s=10)
-            up.plot(x, lines["clip_upper"][i], color=color)
-            share.plot(x, 100 * lines["calib_q_lower"][i], color=color, marker=".")
+            style = {"color": colors[arm], "linestyle": SEED_STYLES[i % len(SEED_STYLES)][0]}
+            marker = SEED_STYLES[i % len(SEED_STYLES)][1]
+            low.plot(x, lines["clip_lower"][i], label=f"{arm} (seed {seed})", **style)
+            low.scatter(x, lines[CALIBRATING_KEY][i], color=colors[arm], marker=marker, s=10)
+            up.plot(x, lines["clip_upper"][i], **style)
+            share.plot(x, 100 * lines["calib_q_lower"][i], marker=".", **style)
     low.set_yscale("log")
     low.set_title("lower bound: asked for (dots), in use (line)", fontsize=9)
     up.set_title("upper bound in use", fontsize=9)

@@ -52,6 +52,16 @@ def test_only_arms_that_calibrated_are_drawn(tmp_path):
     assert calibration_bounds({"tis": runs["tis"]}) is None
 
 
+def test_an_arms_seeds_share_its_colour_and_differ_in_line_style(tmp_path):
+    root = _sweep(tmp_path)
+    rows = [{"step": t, "clip_lower": 0.6, "calib_lower_raw": 0.02} for t in range(1, 7)]
+    _write_run(root / "calib__seed2", rows)
+    lines = calibration_bounds(load_seeded_runs(root)).axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["calib (seed 1)", "calib (seed 2)"]
+    assert lines[0].get_color() == lines[1].get_color()
+    assert lines[0].get_linestyle() != lines[1].get_linestyle()
+
+
 def test_cli_draws_the_bounds_figure(tmp_path):
     sweep = _sweep(tmp_path / "sweep")
     out = tmp_path / "bounds.png"
