@@ -1,5 +1,6 @@
 """One arm's command line (`python -m <train module> --config=<base> --config.<key>=<value>`),
-and the sweep's commands.sh listing every arm's."""
+and the sweep's commands.sh listing every arm's: a sweep run on some arms (`--only`, another
+phase's seeds) replaces their lines and keeps the others'."""
 
 from __future__ import annotations
 
@@ -42,8 +43,27 @@ def train_command(
     return [python, *runner, *args]
 
 
+def _workdir(command: Sequence[str]) -> str | None:
+    """The `--workdir=` of an arm's argv (None without one)."""
+    found = [a.partition("=")[2] for a in command if a.startswith("--workdir=")]
+    return found[-1] if found else None
+
+
 def write_commands(sweep_dir: Path, commands: Sequence[list[str]]) -> Path:
-    """<sweep_dir>/commands.sh: each command shell-quoted on its own line."""
+    """<sweep_dir>/commands.sh: each command shell-quoted on its own line. A line already there
+    for another workdir is kept (in its place); one for the same workdir is replaced there; new
+    ones are appended."""
     path = sweep_dir / COMMANDS_FILE
-    path.write_text("".join(f"{shlex.join(c)}\n" for c in commands), encoding="utf-8")
+    new = {_workdir(c): c for c in commands}
+    old = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    lines, written = [], set()
+    for line in old:
+        workdir = _workdir(shlex.split(line)) if line.strip() else None
+        if workdir is not None and workdir in new:
+            lines.append(shlex.join(new[workdir]))
+            written.add(workdir)
+        elif line.strip():
+            lines.append(line)
+    lines += [shlex.join(c) for c in commands if _workdir(c) not in written]
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
     return path

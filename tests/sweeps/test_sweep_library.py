@@ -37,6 +37,12 @@ def test_commands_file_and_log_tail(tmp_path):
     path = write_commands(tmp_path, cmds)
     assert path.name == "commands.sh"
     assert [shlex.split(line) for line in path.read_text().splitlines()] == cmds
+    # another run on some arms replaces their lines in place and keeps the others'
+    arm = lambda name, x: ["py", "-m", "t", f"--workdir={tmp_path / name}", f"--config.x={x}"]
+    write_commands(tmp_path, [arm("a", 1), arm("b", 1)])
+    write_commands(tmp_path, [arm("c", 2), arm("a", 2)])
+    lines = [shlex.split(line) for line in path.read_text().splitlines()]
+    assert lines == [*cmds, arm("a", 2), arm("b", 1), arm("c", 2)]
     log = tmp_path / "train.log"
     log.write_text("".join(f"line {i}\n" for i in range(10)))
     assert tail(log, 2) == "    line 8\n    line 9"
