@@ -5,9 +5,12 @@ clip bound (their gradient vanished), A < 0 not clipped, and A > 0. For each, th
 log-prob to a later policy (the trace's logp), token-weighted, with a bootstrap interval that
 resamples rows (`paired.ratio_of_means` on one "seed" of B rows, blocks of one row): `shift`
 from the policy step s sampled with (`old_logp_full`), `after` from the policy step s's updates
-left (old_logp_full + log r, r the dump's ratio), so step s's own push is not in it. A clipped
-group gaining more than the A<0 tokens the clip let through (`after`) is the mechanism: bad
-tokens the clip stopped pushing down grow more likely.
+left (old_logp_full + log r, r the dump's ratio), so step s's own push is not in it, and
+`shadow_after`, the same in the BF16 shadow (old_logp_ref_full + log r_ref to the shadow's logp).
+A clipped group gaining more than the A<0 tokens the clip let through is the mechanism: bad tokens
+the clip stopped pushing down grow more likely. Clipped tokens are picked for a low trainer log r:
+where r carries FP8 noise, the trainer's `after` also holds that noise not recurring (regression
+to the mean); the shadow's does not (its log-probs carry no FP8 noise).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class GroupShift:
     tokens: int
     shift: Interval  # since the policy that sampled step s
     after: Interval  # since the end of step s's updates
+    shadow_after: Interval  # the same in the BF16 shadow (NaN: not traced)
 
 
 def token_groups(
@@ -63,17 +67,20 @@ def group_shift(
     sel_BT: np.ndarray,
     n_boot: int = N_BOOT,
     seed: int = 0,
+    shadow_after_BT: np.ndarray | None = None,
 ) -> GroupShift:
-    """Mean of `dlogp_BT` (and of `dlogp_BT - logr_BT`) over the selected finite tokens, with
-    their 90% intervals over rows."""
+    """Means of `dlogp_BT`, `dlogp_BT - logr_BT` and `shadow_after_BT` (NaN when None) over the
+    selected finite tokens, with their 90% intervals over rows."""
     boot = {"n_boot": n_boot, "block": 1, "seed": seed}
-    num, den = row_sums(dlogp_BT, sel_BT)
-    after_num, after_den = row_sums(dlogp_BT - logr_BT, sel_BT)
+    mean = lambda values: ratio_of_means(*(x[None] for x in row_sums(values, sel_BT)), **boot)
+    if shadow_after_BT is None:
+        shadow_after_BT = np.full(np.shape(dlogp_BT), np.nan)
     return GroupShift(
         name,
-        int(den.sum()),
-        ratio_of_means(num[None], den[None], **boot),
-        ratio_of_means(after_num[None], after_den[None], **boot),
+        int(row_sums(dlogp_BT, sel_BT)[1].sum()),
+        mean(dlogp_BT),
+        mean(dlogp_BT - logr_BT),
+        mean(shadow_after_BT),
     )
 
 
@@ -85,8 +92,19 @@ def group_shifts(
     lower: float,
     n_boot: int = N_BOOT,
     seed: int = 0,
+    shadow_after_BT: np.ndarray | None = None,
 ) -> list[GroupShift]:
     """`group_shift` of each group of `token_groups`, in `GROUPS` order."""
     groups = token_groups(ratio_BT, advantages_BT, mask_BT, lower)
     logr = step_log_ratio(ratio_BT)
-    return [group_shift(g, dlogp_BT, logr, groups[g], n_boot, seed) for g in GROUPS]
+    return [
+        group_shift(g, dlogp_BT, logr, groups[g], n_boot, seed, shadow_after_BT) for g in GROUPS
+    ]
+
+
+def shadow_after(
+    logp_ref_t_BT: np.ndarray, old_logp_ref_BT: np.ndarray, ratio_ref_BT: np.ndarray
+) -> np.ndarray:
+    """The BF16 shadow's log-prob change after step s: logp_ref_t - (old_ref + log r_ref)."""
+    old = np.asarray(old_logp_ref_BT, np.float64)
+    return np.asarray(logp_ref_t_BT, np.float64) - old - step_log_ratio(ratio_ref_BT)

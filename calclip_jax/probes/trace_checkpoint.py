@@ -2,9 +2,10 @@
 have written at that step, for a run that did not trace while it ran.
 
 The checkpoint's parameters (and, under delayed scaling, its amax histories) rescore the rows of
-the run's earlier ratio dumps whole, in the trainer's precision, by the forward of their
-`old_logp_full` (`make_logprob_fn`, as `PPOUpdater.whole_batch_logp`): the trace file is the one
-the run itself would have written at that step (`train.clipped_trace.rescore_dumps`).
+the run's earlier ratio dumps whole, in the trainer's precision and in the BF16 shadow, by the
+forwards of their `old_logp_full` and `old_logp_ref_full` (`make_logprob_fn`, as
+`PPOUpdater.whole_batch_logp` and `whole_batch_shadow_logp`): the trace file is the one the run
+itself would have written at that step (`train.clipped_trace.rescore_dumps`).
 """
 
 from __future__ import annotations
@@ -60,13 +61,17 @@ def trace_from_checkpoint(
     finally:
         checkpointer.close()
     cfg = spec.update
-    logp = make_logprob_fn(
-        spec.model, cfg.recipe, cfg.temperature, cfg.logprob_chunk, cfg.shared_prompt
+    forward = lambda recipe: make_logprob_fn(
+        spec.model, recipe, cfg.temperature, cfg.logprob_chunk, cfg.shared_prompt
     )
+    logp, shadow_logp = forward(cfg.recipe), forward(cfg.shadow_recipe)
     meta = restored["fp8_meta"] if delayed else fresh_fp8_meta(spec.model, cfg.recipe)
-    score = lambda rows: to_host(logp(restored["params"], meta, {k: rows[k] for k in FORWARD_KEYS}))
-    trace = rescore_dumps(workdir, step, count, score)
+    params = restored["params"]
+    inputs = lambda rows: {k: rows[k] for k in FORWARD_KEYS}
+    score = lambda rows: to_host(logp(params, meta, inputs(rows)))
+    shadow = lambda rows: to_host(shadow_logp(params, {}, inputs(rows)))
+    trace = rescore_dumps(workdir, step, count, score, shadow)
     if not trace:
         raise EvalError(f"{workdir}: no ratio dump with its rows before step {step}")
     write_npz(out, trace)
-    return out, sorted(int(k[len(TRACE_KEY) :]) for k in trace)
+    return out, sorted(int(k[len(TRACE_KEY) :]) for k in trace if k.startswith(TRACE_KEY))

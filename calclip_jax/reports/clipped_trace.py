@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calclip_jax.analysis.clipped_trace import GroupShift, group_shifts
+from calclip_jax.analysis.clipped_trace import GroupShift, group_shifts, shadow_after
 from calclip_jax.analysis.paired import N_BOOT
 from calclip_jax.workdir import run_record as R
 from calclip_jax.workdir.ratio_dumps import dump_steps, load_dump, load_trace, trace_steps
@@ -52,19 +52,24 @@ def lower_bounds(workdir: str | Path, steps: list[int]) -> dict[int, float]:
 
 @dataclasses.dataclass(frozen=True)
 class TraceEntry:
-    """Step s's dump under the policy after step t: dlogp = logp_t - old_logp_full [B, T]."""
+    """Step s's dump under the policy after step t: dlogp = logp_t - old_logp_full [B, T], and
+    the BF16 shadow's change after step s (`analysis.clipped_trace.shadow_after`; None where
+    the run predates the shadow trace)."""
 
     s: int
     t: int
     lower: float  # step s's lower clip bound
     dlogp: np.ndarray
     dump: dict[str, np.ndarray]
+    shadow_after: np.ndarray | None
 
 
 def trace_entries(workdir: str | Path) -> list[TraceEntry]:
     """Every (t, s) of the run's traces, by t then s; ValueError naming the file when a traced
     dump is gone or lacks old_logp_full."""
-    traces = {t: load_trace(path) for t, path in trace_steps(workdir).items()}
+    found = trace_steps(workdir)
+    traces = {t: load_trace(path) for t, path in found.items()}
+    shadows = {t: load_trace(path, shadow=True) for t, path in found.items()}
     dumps = dump_steps(workdir)
     needed = sorted({s for trace in traces.values() for s in trace})
     bounds = lower_bounds(workdir, needed)
@@ -78,7 +83,10 @@ def trace_entries(workdir: str | Path) -> list[TraceEntry]:
             if "old_logp_full" not in d:
                 raise ValueError(f"{dumps[s]}: ratio dump lacks old_logp_full")
             dlogp = logp.astype(np.float64) - d["old_logp_full"]
-            entries.append(TraceEntry(s, t, bounds[s], dlogp, d))
+            shadow = None
+            if s in shadows[t] and "old_logp_ref_full" in d:
+                shadow = shadow_after(shadows[t][s], d["old_logp_ref_full"], d["ratio_ref"])
+            entries.append(TraceEntry(s, t, bounds[s], dlogp, d, shadow))
     return entries
 
 
@@ -88,7 +96,7 @@ def trace_rows(workdir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list
     for e in trace_entries(workdir):
         d = e.dump
         shifts = group_shifts(
-            e.dlogp, d["ratio"], d["advantages"], d["mask"], e.lower, n_boot, seed
+            e.dlogp, d["ratio"], d["advantages"], d["mask"], e.lower, n_boot, seed, e.shadow_after
         )
         rows += [TraceRow(e.s, e.t, e.lower, g) for g in shifts]
     return rows
@@ -98,16 +106,18 @@ def trace_table(rows: list[TraceRow]) -> str:
     """The rows as a Markdown table."""
     lines = [
         "Change of log-prob of step s's tokens under the policy after step t, mean over the "
-        "group's tokens, since step s sampled them (logp_t - old_logp_full) and since step s's "
-        "updates ended (less step s's own log r); 90% bootstrap interval over rows.",
+        "group's tokens, since step s sampled them (logp_t - old_logp_full), since step s's "
+        "updates ended (less step s's own log r), and the latter in the BF16 shadow; 90% "
+        "bootstrap interval over rows.",
         "",
-        "| s | t | lag | lower bound | group | tokens | since sampled | after step s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| s | t | lag | lower bound | group | tokens | since sampled | after step s | "
+        "after step s, BF16 shadow |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         g = r.shift
         lines.append(
             f"| {r.s} | {r.t} | {r.lag} | {r.lower:.4g} | {g.group} | {g.tokens} | "
-            f"{g.shift.fmt(digits=3)} | {g.after.fmt(digits=3)} |"
+            f"{g.shift.fmt(digits=3)} | {g.after.fmt(digits=3)} | {g.shadow_after.fmt(digits=3)} |"
         )
     return "\n".join(lines)

@@ -5,7 +5,9 @@ ratio dumps (steps t - k * log.ratios_every while that knob is unchanged), read 
 files, so a resumed run traces as an uninterrupted one. Each dumped batch is scored whole in the
 trainer's precision, the composition of its `old_logp_full` (`PPOUpdater.whole_batch_logp`), with
 the parameters and FP8 state after step t (`TrainState.fp8_meta`: with frozen delayed scales, the
-amaxes the next batch scales from). `analysis.clipped_trace` reads logp_now - old_logp_full.
+amaxes the next batch scales from), and again in the BF16 shadow (against the dump's
+`old_logp_ref_full`: the change of the policy without FP8's noise in it). `analysis.clipped_trace`
+reads logp_now - old_logp_full.
 Every process rescores (the forward is a collective) from the shared workdir; the leader writes.
 """
 
@@ -32,24 +34,33 @@ def earlier_dumps(workdir: str | Path, step: int, count: int) -> dict[int, Path]
 
 
 def rescore_dumps(
-    workdir: str | Path, step: int, count: int, logp: LogProbs
+    workdir: str | Path,
+    step: int,
+    count: int,
+    logp: LogProbs,
+    shadow_logp: LogProbs | None = None,
 ) -> dict[str, np.ndarray]:
     """`trace_key(s)` -> `logp` of dump s's rows (float32 [B, T]) for the `count` latest dumps
-    before `step`; dumps written before they held their rows are left out."""
+    before `step`, and with `shadow_logp` `trace_key(s, shadow=True)` -> its log-probs; dumps
+    written before they held their rows are left out."""
     out = {}
     for s, path in earlier_dumps(workdir, step, count).items():
         rows = dump_rows(path)
-        if rows is not None:
-            out[trace_key(s)] = np.asarray(logp(rows), np.float32)
+        if rows is None:
+            continue
+        out[trace_key(s)] = np.asarray(logp(rows), np.float32)
+        if shadow_logp is not None:
+            out[trace_key(s, shadow=True)] = np.asarray(shadow_logp(rows), np.float32)
     return out
 
 
 def write_trace(
     logger: RunLogger, updater: PPOUpdater, state: TrainState, step: int, count: int
 ) -> None:
-    """Rescores the `count` latest dumps before `step` at `state` and writes the trace of `step`
-    (nothing when there is no earlier dump)."""
+    """Rescores the `count` latest dumps before `step` at `state`, in the trainer's precision and
+    in the BF16 shadow, and writes the trace of `step` (nothing when there is no earlier dump)."""
     score = lambda rows: updater.whole_batch_logp(state.params, state.fp8_meta, rows)
-    trace = rescore_dumps(logger.workdir, step, count, score)
+    shadow = lambda rows: updater.whole_batch_shadow_logp(state.params, rows)
+    trace = rescore_dumps(logger.workdir, step, count, score, shadow)
     if trace:
         logger.write_trace(step, trace)

@@ -224,7 +224,8 @@ class PPOUpdater:
         """Ratios of the whole rollout batch after all its updates, in the trainer precision and
         in the BF16 shadow (each against the old policy in the same precision, all on the whole
         batch), with advantages, response mask and old token probabilities: the raw material of
-        ratio histograms. `old_logp_full`: the trainer's old log-probs on the whole batch;
+        ratio histograms. `old_logp_full` (`old_logp_ref_full`): the trainer's (the shadow's) old
+        log-probs on the whole batch;
         `ROW_KEYS` (int32): what rescores the rows later (`whole_batch_logp`, `log.trace_dumps`)."""
         mask = batch["response_mask"].astype(bool)
         rows = {k: batch[k] for k in FORWARD_KEYS}  # what `whole_batch_logp` passes: one program
@@ -240,6 +241,7 @@ class PPOUpdater:
             "mask": mask,
             "old_prob": np.exp(old).astype(np.float32),
             "old_logp_full": old.astype(np.float32),
+            "old_logp_ref_full": old_ref.astype(np.float32),
             **{k: np.asarray(batch[k], np.int32) for k in ROW_KEYS},
         }
 
@@ -247,6 +249,11 @@ class PPOUpdater:
         """The trainer-precision log-probs of `rows` (`FORWARD_KEYS`) as one batch, on the host:
         the forward of `ratio_probe`'s `old_logp_full`."""
         return to_host(self._logp(params, fp8_meta, {k: rows[k] for k in FORWARD_KEYS}))
+
+    def whole_batch_shadow_logp(self, params: Any, rows: dict[str, Any]) -> np.ndarray:
+        """The BF16 shadow's log-probs of `rows` as one batch, on the host: the forward of
+        `ratio_probe`'s `old_logp_ref_full`."""
+        return to_host(self._shadow_logp(params, {}, {k: rows[k] for k in FORWARD_KEYS}))
 
     def update(
         self,

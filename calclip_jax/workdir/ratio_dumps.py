@@ -8,8 +8,10 @@ since the composition fix also hold `old_logp_full` (the trainer's old log-probs
 batch) and `old_logp_minibatch` (on the first epoch's minibatches, what the updates used); runs
 since the clipped-token trace also hold the rows' forward inputs (`ROW_KEYS`, int32 [B, T]).
 
-A trace (`ratios/trace_step_XXXXXX.npz`, `log.trace_dumps`) holds, for each earlier dump's step
-s, `logp_sXXXXXX` [B, T]: that dump's tokens rescored by the policy after step t's updates.
+Runs since the shadow trace also hold `old_logp_ref_full` (the BF16 shadow's old log-probs on the
+whole batch). A trace (`ratios/trace_step_XXXXXX.npz`, `log.trace_dumps`) holds, for each earlier
+dump's step s, `logp_sXXXXXX` [B, T]: that dump's tokens rescored by the policy after step t's
+updates, and (since the shadow trace) `logp_ref_sXXXXXX`: the same in the BF16 shadow.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from calclip_jax.workdir.run_record import RATIOS_DIR, TRACE_PREFIX, step_files
 REQUIRED = ("ratio", "advantages", "mask")
 ROW_KEYS = ("tokens", "positions", "attn_mask")  # with `mask`: what rescores a dump's rows
 TRACE_KEY = "logp_s"
+SHADOW_TRACE_KEY = "logp_ref_s"
 
 
 def dump_steps(workdir: str | Path) -> dict[int, Path]:
@@ -58,9 +61,10 @@ def dump_rows(path: str | Path) -> dict[str, np.ndarray] | None:
     return rows
 
 
-def trace_key(step: int) -> str:
-    """The trace's array of earlier step `step`: logp_sXXXXXX."""
-    return f"{TRACE_KEY}{step:06d}"
+def trace_key(step: int, shadow: bool = False) -> str:
+    """The trace's array of earlier step `step`: logp_sXXXXXX, or the BF16 shadow's
+    logp_ref_sXXXXXX."""
+    return f"{SHADOW_TRACE_KEY if shadow else TRACE_KEY}{step:06d}"
 
 
 def trace_steps(workdir: str | Path) -> dict[int, Path]:
@@ -68,10 +72,10 @@ def trace_steps(workdir: str | Path) -> dict[int, Path]:
     return step_files(Path(workdir) / RATIOS_DIR, "npz", TRACE_PREFIX)
 
 
-def load_trace(path: str | Path) -> dict[int, np.ndarray]:
-    """Earlier step s -> its dump's log-probs under the trace step's policy, by step."""
+def load_trace(path: str | Path, shadow: bool = False) -> dict[int, np.ndarray]:
+    """Earlier step s -> its dump's log-probs under the trace step's policy (with `shadow`, in
+    the BF16 shadow: empty for traces written before it was traced), by step."""
+    prefix = SHADOW_TRACE_KEY if shadow else TRACE_KEY
     with np.load(path) as z:
-        found = {
-            int(k[len(TRACE_KEY) :]): np.asarray(z[k]) for k in z.files if k.startswith(TRACE_KEY)
-        }
+        found = {int(k[len(prefix) :]): np.asarray(z[k]) for k in z.files if k.startswith(prefix)}
     return dict(sorted(found.items()))

@@ -14,6 +14,7 @@ from calclip_jax.analysis.clipped_trace import (
     UNCLIPPED,
     group_shift,
     group_shifts,
+    shadow_after,
     token_groups,
 )
 
@@ -56,3 +57,26 @@ def test_a_planted_shift_is_recovered_and_an_empty_group_is_undefined():
     empty = group_shift("none", dlogp, np.log(ratio), np.zeros((b, t), bool), n_boot=50)
     assert empty.tokens == 0 and math.isnan(empty.shift.estimate) and empty.shift.fmt() == "n/a"
     assert math.isnan(empty.after.estimate)
+
+
+def test_the_shadows_change_after_step_s_is_read_against_its_own_ratio():
+    """shadow_after = logp_ref_t - (old_ref + log r_ref); a gain planted there on the clipped
+    tokens is found, while the trainer's `after` (no planted gain) stays at 0."""
+    rng = np.random.default_rng(2)
+    b, t = 64, 10
+    ratio = np.exp(rng.normal(0.0, 0.25, (b, t)))
+    ratio_ref = np.exp(rng.normal(0.0, 0.02, (b, t)))
+    adv = np.where(np.arange(b) % 2 == 0, -1.0, 1.0)[:, None]
+    mask = np.ones((b, t), bool)
+    clipped = token_groups(ratio, adv, mask, 0.8)[CLIPPED]
+    old_ref = rng.uniform(-3.0, -0.1, (b, t))
+    logp_ref_t = old_ref + np.log(ratio_ref) + 0.3 * clipped
+    moved = shadow_after(logp_ref_t, old_ref, ratio_ref)
+    np.testing.assert_allclose(moved, 0.3 * clipped, atol=1e-12)
+    shifts = group_shifts(np.log(ratio), ratio, adv, mask, 0.8, n_boot=200, shadow_after_BT=moved)
+    by = {g.group: g for g in shifts}
+    assert by[CLIPPED].shadow_after.estimate == pytest.approx(0.3)
+    assert by[UNCLIPPED].shadow_after.estimate == pytest.approx(0.0, abs=1e-12)
+    assert all(abs(g.after.estimate) < 1e-12 for g in shifts)  # trainer: nothing after step s
+    untraced = group_shifts(np.log(ratio), ratio, adv, mask, 0.8, n_boot=50)
+    assert all(math.isnan(g.shadow_after.estimate) for g in untraced)

@@ -28,12 +28,18 @@ def test_every_dump_step_traces_the_latest_earlier_dumps(tmp_path):
             assert np.all(np.isfinite(logp[mask])) and np.all(logp[mask] <= 0.0), (t, s)
     # trace t of dump t - 1 is the policy after step t; the dump's own new side is the policy
     # after t - 1: they agree (to the rounding of log r) where step t left the policy alone
+    shadows = {t: load_trace(path, shadow=True) for t, path in trace_steps(run).items()}
+    assert {t: list(s) for t, s in shadows.items()} == {t: list(s) for t, s in traces.items()}
     for t in (2, 3, 4):
-        before, now = dumps[t - 1], traces[t][t - 1]
-        new = (before["old_logp_full"] + np.log(before["ratio"]))[before["mask"]]
+        before, mask = dumps[t - 1], dumps[t - 1]["mask"]
         moved = np.any(dumps[t]["ratio"][dumps[t]["mask"]] != 1.0)
-        agree = np.allclose(now[before["mask"]], new, rtol=0, atol=1e-5)
-        assert agree != moved, (t, moved)
+        for now, old, ratio in (
+            (traces[t][t - 1], before["old_logp_full"], before["ratio"]),
+            (shadows[t][t - 1], before["old_logp_ref_full"], before["ratio_ref"]),
+        ):
+            new = (old + np.log(ratio))[mask]
+            agree = np.allclose(now[mask], new, rtol=0, atol=1e-5)
+            assert agree != moved, (t, moved)
     rows = trace_rows(run, n_boot=50)
     pairs = [(1, 2), (1, 3), (2, 3), (2, 4), (3, 4)]
     assert [(r.s, r.t) for r in rows] == [p for p in pairs for _ in GROUPS]

@@ -25,15 +25,16 @@ def test_trace_from_a_checkpoint_is_the_runs_own(tmp_path, precision):
     run = tmp_path / "run"
     run_experiment(tiny_config(str(tmp_path / "cache"), **overrides), str(run), log=lambda _: None)
     path = R.trace_path(run, 4)
-    own = load_trace(path)
+    own, own_ref = load_trace(path), load_trace(path, shadow=True)
     with pytest.raises(EvalError, match="exists"):
         trace_from_checkpoint(run, 4, 2)
     path.unlink()
     written, steps = trace_from_checkpoint(run, 4, 2)
     assert written == path and steps == [2, 3]
-    again = load_trace(path)
-    assert list(again) == list(own) == [2, 3]
-    for s in own:  # same parameters (and amax histories), same program: bit for bit
+    again, again_ref = load_trace(path), load_trace(path, shadow=True)
+    assert list(again) == list(own) == list(again_ref) == list(own_ref) == [2, 3]
+    for s in own:  # same parameters (and amax histories), same programs: bit for bit
         np.testing.assert_array_equal(again[s], own[s])
+        np.testing.assert_array_equal(again_ref[s], own_ref[s])
     with pytest.raises(EvalError, match="no checkpoint at step 1"):  # orbax keeps the last 2
         trace_from_checkpoint(run, 1, 2)

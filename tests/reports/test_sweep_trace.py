@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,13 @@ from calclip_jax.workdir.run_logger import RunLogger
 B, T, LOWER = 64, 8, 0.8
 
 
-def _run(folder: Path, seed: int, planted: float, traced: bool = True) -> int:
+def _run(
+    folder: Path, seed: int, planted: float, traced: bool = True, shadow: float | None = None
+) -> int:
     """Dumps at steps 10 and 20, a trace at step 30 (lags 20 and 10). After step s, its A<0
     tokens below the bound gain `planted` nats on top of noise; every token first moved by its
-    own log r during step s. Returns the run's count of clipped A<0 tokens."""
+    own log r during step s. With `shadow`, the BF16 shadow is traced too and its clipped tokens
+    gain `shadow` nats after step s. Returns the run's count of clipped A<0 tokens."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True)
     logger = RunLogger(str(folder), tensorboard=False)
@@ -34,25 +38,31 @@ def _run(folder: Path, seed: int, planted: float, traced: bool = True) -> int:
         mask = np.arange(T)[None] < rng.integers(3, T + 1, size=(B, 1))
         ratio = np.exp(rng.normal(0.0, 0.3, (B, T))).astype(np.float32)
         old = rng.uniform(-3.0, -0.1, (B, T)).astype(np.float32)
-        logger.write_ratio_dump(
-            s, {"ratio": ratio, "advantages": adv, "mask": mask, "old_logp_full": old}
-        )
+        dump = {"ratio": ratio, "advantages": adv, "mask": mask, "old_logp_full": old}
         hit = mask & (adv[:, None] < 0) & (ratio < LOWER)
         clipped += int(hit.sum())
         later = np.where(hit, planted, 0.0) + rng.normal(0.0, 0.05, (B, T))
         trace[trace_key(s)] = (old + np.log(ratio) + later).astype(np.float32)
+        if shadow is not None:
+            ratio_ref = np.exp(rng.normal(0.0, 0.02, (B, T))).astype(np.float32)
+            dump.update(ratio_ref=ratio_ref, old_logp_ref_full=old - 0.01)
+            later_ref = np.where(hit, shadow, 0.0) + rng.normal(0.0, 0.05, (B, T))
+            trace[trace_key(s, shadow=True)] = old - 0.01 + np.log(ratio_ref) + later_ref
+        logger.write_ratio_dump(s, dump)
     if traced:
         logger.write_trace(30, trace)
     return clipped
 
 
 def _sweep(root: Path) -> dict[str, int]:
-    """Arm `gain` (planted 0.5) and `none` (0) at seeds 1 and 2, and an untraced seed 3 of
-    `none`. Returns each arm's clipped-token count over its traced seeds."""
+    """Arm `gain` (planted 0.5; in its BF16 shadow 0.2) and `none` (0, shadow not traced) at
+    seeds 1 and 2, and an untraced seed 3 of `none`. Returns each arm's clipped-token count over
+    its traced seeds."""
     counts = {"gain": 0, "none": 0}
-    for arm, planted in (("gain", 0.5), ("none", 0.0)):
+    for arm, planted, shadow in (("gain", 0.5, 0.2), ("none", 0.0, None)):
         for k in (1, 2):
-            counts[arm] += _run(root / f"{arm}__seed{k}", 10 * k + len(arm), planted)
+            folder = root / f"{arm}__seed{k}"
+            counts[arm] += _run(folder, 10 * k + len(arm), planted, shadow=shadow)
     _run(root / "none__seed3", 99, 0.0, traced=False)
     return counts
 
@@ -74,6 +84,10 @@ def test_the_planted_gain_is_the_contrast_of_its_arm_only(tmp_path):
         assert r.contrast.excludes(0.0) == (r.arm == "gain")
         for g in (UNCLIPPED, POSITIVE):  # step s's own log r is taken out: noise only
             assert abs(r.after[g].estimate) < 0.03
+        if r.arm == "gain":  # the shadow's own gain, read against its own ratio
+            assert abs(r.shadow_contrast.estimate - 0.2) < 0.03 and r.shadow_contrast.excludes(0)
+        else:
+            assert math.isnan(r.shadow_contrast.estimate)
     table = sweep_trace_table(rows)
     assert table.count("\n| gain |") == 3 and "| gain | all | 2 |" in table and "1: 0.5" in table
 

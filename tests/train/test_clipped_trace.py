@@ -29,16 +29,24 @@ def test_a_dump_rescored_at_its_old_policy_is_its_old_logp_full(tmp_path):
     logger.write_ratio_dump(1, probed)
 
     at_old = lambda rows: updater.whole_batch_logp(*theta_old, rows)
-    trace = rescore_dumps(tmp_path, 2, 1, at_old)
-    assert list(trace) == ["logp_s000001"]
+    shadow_at_old = lambda rows: updater.whole_batch_shadow_logp(theta_old[0], rows)
+    trace = rescore_dumps(tmp_path, 2, 1, at_old, shadow_at_old)
+    assert list(trace) == ["logp_s000001", "logp_ref_s000001"]
     np.testing.assert_array_equal(trace["logp_s000001"], probed["old_logp_full"])
+    np.testing.assert_array_equal(trace["logp_ref_s000001"], probed["old_logp_ref_full"])
 
     write_trace(logger, updater, after, 2, 1)
-    (now,) = load_trace(R.trace_path(tmp_path, 2)).values()
+    path = R.trace_path(tmp_path, 2)
+    (now,), (now_ref,) = load_trace(path).values(), load_trace(path, shadow=True).values()
     mask = probed["mask"]
-    ratio = np.exp(now - probed["old_logp_full"])[mask]
-    np.testing.assert_allclose(ratio, probed["ratio"][mask], rtol=1e-6)
-    assert np.abs(np.log(ratio)).max() > 1e-3  # the updates moved the policy
+    for logp, old, ratio in (
+        (now, probed["old_logp_full"], probed["ratio"]),
+        (now_ref, probed["old_logp_ref_full"], probed["ratio_ref"]),
+    ):
+        got = np.exp(logp - old)[mask]
+        np.testing.assert_allclose(got, ratio[mask], rtol=1e-6)
+        assert np.abs(np.log(got)).max() > 1e-3  # the updates moved the policy
+    assert np.abs(now - now_ref)[mask].max() > 1e-3  # FP8 and its BF16 shadow differ
 
 
 def _dump(tmp_path, step: int, rows: bool = True) -> dict[str, np.ndarray]:
