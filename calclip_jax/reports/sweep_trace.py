@@ -19,6 +19,7 @@ recurring. The shadow's contrast carries no FP8 noise.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -129,25 +130,28 @@ def sweep_traces(sweep_dir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> 
 
 
 def sweep_trace_table(rows: Sequence[ArmTrace]) -> str:
-    """The rows as a Markdown table (log-prob changes in nats)."""
+    """The rows as a Markdown table (log-prob changes in nats); the BF16-shadow columns only
+    where some run traced the shadow."""
+    shadow = any(math.isfinite(r.shadow_contrast.estimate) for r in rows)
     head = [
         "Log-prob change of step s's tokens from the end of step s's updates to the policy "
         "after step t (lag t - s), mean over each group's tokens, all traced dumps of that lag "
         "pooled over seeds; 90% bootstrap over seeds and rows; the contrast is A<0 clipped "
-        "minus A<0 not clipped over the same rows, with each seed's value, in the trainer's "
-        "precision and in the BF16 shadow (n/a: not traced).",
+        "minus A<0 not clipped over the same rows, with each seed's value"
+        + (", in the trainer's precision and in the BF16 shadow." if shadow else "."),
         "",
         "| arm | lag | seeds | tokens (clipped / not / A>0) | "
         + " | ".join(GROUPS)
-        + " | clipped - not clipped | per seed | the same, BF16 shadow | per seed |",
-        "|---|---|---|---|" + "---|" * len(GROUPS) + "---|---|---|---|",
+        + " | clipped - not clipped | per seed |"
+        + (" the same, BF16 shadow | per seed |" if shadow else ""),
+        "|---|---|---|---|" + "---|" * len(GROUPS) + "---|---|" + ("---|---|" if shadow else ""),
     ]
     for r in rows:
         tokens = " / ".join(str(r.tokens[g]) for g in GROUPS)
         groups = " | ".join(r.after[g].fmt(digits=2) for g in GROUPS)
         contrasts = " | ".join(
             f"{c.fmt(digits=2)} | {c.fmt_per_seed(digits=2, labels=r.seeds)}"
-            for c in (r.contrast, r.shadow_contrast)
+            for c in ((r.contrast, r.shadow_contrast) if shadow else (r.contrast,))
         )
         lag = "all" if r.lag == ALL_LAGS else r.lag
         head.append(f"| {r.arm} | {lag} | {len(r.seeds)} | {tokens} | {groups} | {contrasts} |")

@@ -89,6 +89,9 @@ def test_the_planted_gain_is_the_contrast_of_its_arm_only(tmp_path):
         else:
             assert math.isnan(r.shadow_contrast.estimate)
     table = sweep_trace_table(rows)
+    assert "BF16 shadow" in table and "BF16 shadow" not in sweep_trace_table(
+        [r for r in rows if r.arm == "none"]  # no run of it traced the shadow
+    )
     assert table.count("\n| gain |") == 3 and "| gain | all | 2 |" in table and "1: 0.5" in table
 
 
