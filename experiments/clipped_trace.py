@@ -8,8 +8,10 @@ afterwards; calclip_jax.reports.clipped_trace) and prints a Markdown table: per 
 and trace step t, step s's tokens by group (A<0 below s's lower clip bound, A<0 not clipped,
 A>0) with the mean log-prob change since s sampled them and since s's updates ended, each with
 its 90% bootstrap interval over rows; --out also writes it, --figure draws it against the lag.
-With --sweep, the traced runs of a seeded sweep per arm and lag, pooled over seeds, with the
-contrast clipped minus not clipped (calclip_jax.reports.sweep_trace).
+With --sweep, a seeded sweep's arms pooled over seeds: what put their A<0 tokens below the bound
+(their log r against the BF16 shadow's on the same tokens; calclip_jax.reports.clip_origins),
+then the traced runs per lag with the contrast clipped minus not clipped
+(calclip_jax.reports.sweep_trace).
 """
 
 from __future__ import annotations
@@ -30,18 +32,25 @@ _BOOT = flags.DEFINE_integer("n_boot", 4000, "Bootstrap resamples.")
 
 
 def sweep_main() -> None:
-    """--sweep: the arms' table."""
+    """--sweep: what clipped each arm's A<0 tokens (its ratio dumps), and what came after (its
+    traces, where it has some)."""
+    from calclip_jax.reports.clip_origins import clip_origin_table, clip_origins
     from calclip_jax.reports.sweep_trace import sweep_trace_table, sweep_traces
 
     if _FIGURE.value:
         sys.exit("error: --figure draws one run's trace: pass --workdir")
     try:
+        origins = clip_origins(_SWEEP.value, n_boot=_BOOT.value)
         rows = sweep_traces(_SWEEP.value, n_boot=_BOOT.value)
     except (RunRecordError, ValueError) as err:
         sys.exit(f"error: {err}")
-    if not rows:
-        sys.exit(f"error: no run under {_SWEEP.value} holds a trace (ratios/trace_step_*.npz)")
-    text = sweep_trace_table(rows)
+    if not origins:
+        sys.exit(f"error: no run under {_SWEEP.value} holds a ratio dump (ratios/step_*.npz)")
+    text = (
+        clip_origin_table(origins)
+        + "\n\n"
+        + (sweep_trace_table(rows) if rows else "(no run holds a trace: ratios/trace_step_*.npz)")
+    )
     print(text)
     if _OUT.value:
         Path(_OUT.value).write_text(text + "\n")

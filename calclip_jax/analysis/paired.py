@@ -59,6 +59,15 @@ class Interval:
         return self.low, self.high
 
 
+def pad_seeds(per_seed: Sequence[np.ndarray]) -> np.ndarray:
+    """Each seed's 1-D values as a row of a [S, longest] float64 array, NaN-padded (cells a
+    seed lacks count as missing)."""
+    out = np.full((len(per_seed), max((len(x) for x in per_seed), default=0)), np.nan)
+    for i, x in enumerate(per_seed):
+        out[i, : len(x)] = x
+    return out
+
+
 def default_block(steps: int) -> int:
     """Block length of the moving-block bootstrap: the cube root of the step count (>= 1)."""
     return max(1, round(steps ** (1 / 3)))

@@ -33,7 +33,13 @@ from calclip_jax.analysis.clipped_trace import (
     step_log_ratio,
     token_groups,
 )
-from calclip_jax.analysis.paired import N_BOOT, Interval, ratio_difference, ratio_of_means
+from calclip_jax.analysis.paired import (
+    N_BOOT,
+    Interval,
+    pad_seeds,
+    ratio_difference,
+    ratio_of_means,
+)
 from calclip_jax.reports.clipped_trace import trace_entries
 from calclip_jax.workdir.ratio_dumps import trace_steps
 from calclip_jax.workdir.run_record import find_arms
@@ -55,14 +61,6 @@ class ArmTrace:
     after: dict[str, Interval]  # per group: mean log-prob change after step s
     contrast: Interval  # after: A<0 clipped minus A<0 not clipped
     shadow_contrast: Interval  # the same in the BF16 shadow (NaN: not traced)
-
-
-def _stack(per_seed: Sequence[np.ndarray]) -> np.ndarray:
-    """[S, max B] float64, NaN-padded."""
-    out = np.full((len(per_seed), max(len(x) for x in per_seed)), np.nan)
-    for i, x in enumerate(per_seed):
-        out[i, : len(x)] = x
-    return out
 
 
 def _run_sums(workdir: Path) -> dict[int, dict[str, list[RowSums]]]:
@@ -108,7 +106,7 @@ def sweep_traces(sweep_dir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> 
             by_seed = dict(sorted(sums[arm][lag].items()))
             cells = {
                 g: tuple(
-                    _stack([np.concatenate([p[i] for p in s[g]]) for s in by_seed.values()])
+                    pad_seeds([np.concatenate([p[i] for p in s[g]]) for s in by_seed.values()])
                     for i in (0, 1)
                 )
                 for g in (*GROUPS, *(SHADOW + g for g in GROUPS))

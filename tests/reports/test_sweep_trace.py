@@ -104,9 +104,10 @@ def test_the_command_reads_a_sweep_and_takes_one_source(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "| none | 20 | 2 |" in done.stdout and out.read_text().strip() == done.stdout.strip()
+    assert "| gain | 2 |" in done.stdout  # what clipped them: the arm whose dumps hold ratio_ref
     both = subprocess.run(
         [*cmd, f"--sweep={tmp_path}", f"--workdir={tmp_path}"], capture_output=True, text=True
     )
     assert both.returncode != 0 and "exactly one of --workdir and --sweep" in both.stderr
     empty = subprocess.run([*cmd, f"--sweep={tmp_path}"], capture_output=True, text=True)
-    assert empty.returncode != 0 and "holds a trace" in empty.stderr
+    assert empty.returncode != 0 and "holds a ratio dump" in empty.stderr

@@ -1,0 +1,104 @@
+"""What put a seeded sweep's A<0 tokens below the lower clip bound: the trainer's precision, or a
+move of the policy its BF16 shadow sees as well.
+
+Every ratio dump holds, for the same tokens, the trainer's ratio r (at the end of the step's
+updates, against the old policy in the same precision) and the BF16 shadow's r_ref. For the A<0
+tokens the trainer put below the step's lower bound (the bound its metrics row logged), per arm
+over all its dumps and seeds: their mean log r, the shadow's mean log r_ref on the same tokens,
+and the share of them the shadow puts below the bound too. Where log r_ref is near 0, the policy
+did not move those tokens: the clip is the precision's noise. Intervals resample seeds, then rows
+(`analysis.paired`, blocks of one row), with each seed's value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from calclip_jax.analysis.clipped_trace import CLIPPED, row_sums, step_log_ratio, token_groups
+from calclip_jax.analysis.paired import N_BOOT, Interval, pad_seeds, ratio_of_means
+from calclip_jax.reports.clipped_trace import lower_bounds
+from calclip_jax.workdir.ratio_dumps import dump_steps, load_dump
+from calclip_jax.workdir.run_record import find_arms
+from calclip_jax.workdir.seed_names import split_seeded_name
+
+MEASURES = ("log_r", "shadow_log_r", "shadow_clipped")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClipOrigin:
+    """One arm's clipped A<0 tokens, over its seeds' ratio dumps."""
+
+    arm: str
+    seeds: tuple[int, ...]
+    tokens: int
+    log_r: Interval  # the trainer's mean log r
+    shadow_log_r: Interval  # the shadow's mean log r_ref on the same tokens
+    shadow_clipped: Interval  # share the shadow puts below the bound too
+
+
+def _run_rows(workdir: Path) -> dict[str, list[np.ndarray]] | None:
+    """Per measure, [num, den] row sums over the run's dumps (None: no dump with ratio_ref)."""
+    dumps = dump_steps(workdir)
+    bounds = lower_bounds(workdir, sorted(dumps)) if dumps else {}
+    parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {m: [] for m in MEASURES}
+    for s, path in dumps.items():
+        d = load_dump(path)
+        if "ratio_ref" not in d:
+            continue
+        clipped = token_groups(d["ratio"], d["advantages"], d["mask"], bounds[s])[CLIPPED]
+        below = (d["ratio_ref"] < bounds[s]).astype(np.float64)
+        values = (step_log_ratio(d["ratio"]), step_log_ratio(d["ratio_ref"]), below)
+        for m, v in zip(MEASURES, values, strict=True):
+            parts[m].append(row_sums(v, clipped))
+    if not parts[MEASURES[0]]:
+        return None
+    return {m: [np.concatenate([p[i] for p in parts[m]]) for i in (0, 1)] for m in MEASURES}
+
+
+def clip_origins(sweep_dir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[ClipOrigin]:
+    """Each arm with ratio dumps, by name; its seeds are the runs that dumped."""
+    found: dict[str, dict[int, dict[str, list[np.ndarray]]]] = {}
+    for name, workdir in find_arms(sweep_dir).items():
+        rows = _run_rows(workdir)
+        if rows is not None:
+            arm, k = split_seeded_name(name)
+            found.setdefault(arm, {})[k or 0] = rows
+    boot = {"n_boot": n_boot, "block": 1, "seed": seed}
+    out = []
+    for arm in sorted(found):
+        by_seed = dict(sorted(found[arm].items()))
+        cells = {
+            m: [pad_seeds([r[m][i] for r in by_seed.values()]) for i in (0, 1)] for m in MEASURES
+        }
+        means = {m: ratio_of_means(*cells[m], **boot) for m in MEASURES}
+        tokens = int(np.nansum(cells[MEASURES[0]][1]))
+        out.append(ClipOrigin(arm, tuple(by_seed), tokens, **means))
+    return out
+
+
+def clip_origin_table(rows: Sequence[ClipOrigin]) -> str:
+    """The rows as a Markdown table."""
+    lines = [
+        "A<0 tokens the trainer put below the lower bound, over every ratio dump: the trainer's "
+        "mean log r, the BF16 shadow's on the same tokens, and the share the shadow also puts "
+        "below the bound; 90% bootstrap over seeds and rows, each seed's value after it.",
+        "",
+        "| arm | seeds | tokens | trainer log r | shadow log r, same tokens | also below in the "
+        "shadow (%) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [
+            f"{iv.fmt(scale=scale, digits=d)} ({iv.fmt_per_seed(scale=scale, digits=d)})"
+            for iv, scale, d in (
+                (r.log_r, 1, 2),
+                (r.shadow_log_r, 1, 2),
+                (r.shadow_clipped, 100, 3),
+            )
+        ]
+        lines.append(f"| {r.arm} | {len(r.seeds)} | {r.tokens} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
