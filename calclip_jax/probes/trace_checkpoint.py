@@ -44,13 +44,13 @@ def trace_from_checkpoint(
     folder = R.checkpoints_path(workdir)
     if not folder.is_dir():
         raise EvalError(f"{folder}: no checkpoints")
-    params, meta = jax.eval_shape(
+    abstract_params, abstract_meta = jax.eval_shape(
         lambda: init_variables(spec.model, spec.update.recipe, jax.random.key(0))
     )
     delayed = spec.update.recipe.any_delayed  # else the meta holds nothing the forward reads
-    like = {"params": on_default_device(params)}
+    like = {"params": on_default_device(abstract_params)}
     if delayed:
-        like["fp8_meta"] = on_default_device(meta)
+        like["fp8_meta"] = on_default_device(abstract_meta)
     checkpointer = Checkpointer(os.fspath(workdir))
     try:
         step = checkpoint_step(checkpointer, folder, step)
