@@ -6,8 +6,9 @@
 Reads the traces a run wrote with `log.trace_dumps` (or `experiments.trace_checkpoint` wrote
 afterwards; calclip_jax.reports.clipped_trace) and prints a Markdown table: per earlier step s
 and trace step t, step s's tokens by group (A<0 below s's lower clip bound, A<0 not clipped,
-A>0) with the mean log-prob change since s sampled them and since s's updates ended, each with
-its 90% bootstrap interval over rows; --out also writes it, --figure draws it against the lag.
+A>0) with the mean log-prob change since s sampled them, since s's updates ended, and the latter
+in the BF16 shadow (where the run traced it), each with its 90% bootstrap interval over rows;
+--out also writes it, --figure draws it against the lag.
 With --sweep, a seeded sweep's arms pooled over seeds: what put their A<0 tokens below the bound
 (their log r against the BF16 shadow's on the same tokens; calclip_jax.reports.clip_origins),
 then the traced runs per lag with the contrast clipped minus not clipped
