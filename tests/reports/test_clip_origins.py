@@ -49,7 +49,7 @@ def test_each_arm_pools_its_seeds_clipped_tokens_at_each_steps_bound(tmp_path):
     rows = {r.arm: r for r in clip_origins(tmp_path, n_boot=300)}
     assert list(rows) == ["noisy", "plain"] and rows["noisy"].seeds == (1, 2)
     mine = rows["noisy"]
-    pooled = {k: sum((noisy[s][k] for s in (1, 2)), []) for k in ("log_r", "shadow", "below")}
+    pooled = {k: [v for s in (1, 2) for v in noisy[s][k]] for k in ("log_r", "shadow", "below")}
     assert mine.tokens == len(pooled["log_r"]) > 50
     assert mine.log_r.estimate == pytest.approx(np.mean(pooled["log_r"]))
     assert mine.shadow_log_r.estimate == pytest.approx(np.mean(pooled["shadow"]))
