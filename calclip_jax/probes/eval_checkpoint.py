@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 
@@ -19,6 +20,8 @@ from calclip_jax.train.state import fresh_fp8_meta, init_variables, on_default_d
 from calclip_jax.workdir import run_record as R
 from calclip_jax.workdir.checkpoints import Checkpointer
 from calclip_jax.workdir.checksums import manifest_problem
+
+T = TypeVar("T")
 
 
 class EvalError(ValueError):
@@ -69,13 +72,11 @@ def restore_params(spec: RunSpec, checkpointer: Checkpointer, step: int) -> tupl
     return restored["params"], fresh_fp8_meta(spec.model, spec.rollout_recipe)
 
 
-def restore_checkpoint(
-    workdir: str | Path, step: int | None, precision: str | None = None
-) -> tuple[RunSpec, Any, Any, int]:
-    """(run spec, params, fp8 meta, step) of the run's checkpoint `step` (None: the latest), the
-    spec's rollout in `precision` when given; EvalError when the run has no checkpoints, not
-    that step, or a damaged one."""
-    spec = run_spec_of(workdir, precision)
+def read_checkpoint(
+    workdir: str | Path, step: int | None, read: Callable[[Checkpointer, int], T]
+) -> tuple[T, int]:
+    """(`read(checkpointer, step)`, step) for the run's intact checkpoint `step` (None: the
+    latest); EvalError when the run has no checkpoints, not that step, or a damaged one."""
     folder = R.checkpoints_path(workdir)
     if not folder.is_dir():
         raise EvalError(f"{folder}: no checkpoints")
@@ -85,9 +86,20 @@ def restore_checkpoint(
         problem = manifest_problem(folder / str(step))
         if problem is not None:
             raise EvalError(f"{folder / str(step)}: damaged checkpoint ({problem})")
-        params, meta = restore_params(spec, checkpointer, step)
+        return read(checkpointer, step), step
     finally:
         checkpointer.close()
+
+
+def restore_checkpoint(
+    workdir: str | Path, step: int | None, precision: str | None = None
+) -> tuple[RunSpec, Any, Any, int]:
+    """(run spec, params, fp8 meta, step) of the run's checkpoint `step` (None: the latest), the
+    spec's rollout in `precision` when given; EvalError as `read_checkpoint`."""
+    spec = run_spec_of(workdir, precision)
+    (params, meta), step = read_checkpoint(
+        workdir, step, lambda checkpointer, at: restore_params(spec, checkpointer, at)
+    )
     return spec, params, meta, step
 
 

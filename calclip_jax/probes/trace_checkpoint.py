@@ -10,20 +10,17 @@ itself would have written at that step (`train.clipped_trace.rescore_dumps`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import jax
 
 from calclip_jax.parallel.multihost import to_host
-from calclip_jax.probes.eval_checkpoint import EvalError, checkpoint_step, run_spec_of
+from calclip_jax.probes.eval_checkpoint import EvalError, read_checkpoint, run_spec_of
 from calclip_jax.train.clipped_trace import rescore_dumps
 from calclip_jax.train.forward import FORWARD_KEYS
 from calclip_jax.train.minibatch_forwards import make_logprob_fn
 from calclip_jax.train.state import fresh_fp8_meta, init_variables, on_default_device
 from calclip_jax.workdir import run_record as R
-from calclip_jax.workdir.checkpoints import Checkpointer
-from calclip_jax.workdir.checksums import manifest_problem
 from calclip_jax.workdir.ratio_dumps import TRACE_KEY
 from calclip_jax.workdir.run_logger import write_npz
 
@@ -41,9 +38,6 @@ def trace_from_checkpoint(
     if out.exists() and not overwrite:
         raise EvalError(f"{out} exists (the run traced step {step}); pass overwrite to replace it")
     spec = run_spec_of(workdir)
-    folder = R.checkpoints_path(workdir)
-    if not folder.is_dir():
-        raise EvalError(f"{folder}: no checkpoints")
     abstract_params, abstract_meta = jax.eval_shape(
         lambda: init_variables(spec.model, spec.update.recipe, jax.random.key(0))
     )
@@ -51,15 +45,7 @@ def trace_from_checkpoint(
     like = {"params": on_default_device(abstract_params)}
     if delayed:
         like["fp8_meta"] = on_default_device(abstract_meta)
-    checkpointer = Checkpointer(os.fspath(workdir))
-    try:
-        step = checkpoint_step(checkpointer, folder, step)
-        problem = manifest_problem(folder / str(step))
-        if problem is not None:
-            raise EvalError(f"{folder / str(step)}: damaged checkpoint ({problem})")
-        restored = checkpointer.restore_fields(step, like)
-    finally:
-        checkpointer.close()
+    restored, step = read_checkpoint(workdir, step, lambda c, at: c.restore_fields(at, like))
     cfg = spec.update
     forward = lambda recipe: make_logprob_fn(
         spec.model, recipe, cfg.temperature, cfg.logprob_chunk, cfg.shared_prompt
