@@ -6,7 +6,9 @@ Reads every `<arm>__seed<k>` run under --sweep (calclip_jax.reports.paired_arms)
 Markdown tables (arm - baseline per seed and RL step, clip shares against the same run's BF16
 shadow, each with a 90% bootstrap interval over seeds and blocks of steps); --out also writes them,
 --figure draws the paired differences as a forest plot (PNG), --bounds_figure what Calibrated
-Clipping asked for and used over RL steps in each calibrating arm (PNG); --evals adds the final
+Clipping asked for and used over RL steps in each calibrating arm (PNG), --curves_figure each
+arm's reward, accuracy, entropy, garbled share, response length and A<0 clip share over RL steps
+(PNG; an arm's seeds as their mean with a min-max band); --evals adds the final
 policies' greedy accuracies, paired per prompt, from an `experiments.evaluate --json` file.
 Refuses a sweep whose arms of one seed started RL from different SFT warm starts (their
 `sft_params_digest`): they ran on different machines, and a paired difference would mix the
@@ -21,7 +23,7 @@ from pathlib import Path
 from absl import app, flags
 
 from calclip_jax.reports.final_policies import final_policy_report, load_scores
-from calclip_jax.reports.paired_arms import load_seeded_runs, paired_report
+from calclip_jax.reports.paired_arms import by_run_name, load_seeded_runs, paired_report
 from calclip_jax.reports.warm_starts import mixed_warm_starts, seed_digests, warm_start_line
 
 _SWEEP = flags.DEFINE_string("sweep", None, "Folder of the sweep's run folders.", required=True)
@@ -30,6 +32,9 @@ _OUT = flags.DEFINE_string("out", None, "Also write the tables to this Markdown 
 _FIGURE = flags.DEFINE_string("figure", None, "Also draw the paired differences to this PNG.")
 _BOUNDS_FIGURE = flags.DEFINE_string(
     "bounds_figure", None, "Also draw the calibrating arms' bounds over RL steps to this PNG."
+)
+_CURVES_FIGURE = flags.DEFINE_string(
+    "curves_figure", None, "Also draw each arm's training dynamics over RL steps to this PNG."
 )
 _EVALS = flags.DEFINE_string(
     "evals", None, "experiments.evaluate --json lines: add the final policies paired per prompt."
@@ -74,6 +79,10 @@ def main(argv: list[str]) -> None:
 
         if calibration_bounds(runs, save=_BOUNDS_FIGURE.value) is None:
             print("(no arm calibrated: no bounds figure)", file=sys.stderr)
+    if _CURVES_FIGURE.value:
+        from calclip_jax.reports.plots import DYNAMICS_KEYS, plot_curves
+
+        plot_curves(by_run_name(runs), keys=DYNAMICS_KEYS, save=_CURVES_FIGURE.value)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,13 @@ def load_seeded_runs(sweep_dir: str | Path) -> Runs:
     return runs
 
 
+def by_run_name(runs: Runs) -> dict[str, Mapping[str, np.ndarray]]:
+    """`load_seeded_runs` undone: `<arm>__seed<k>` -> that run's columns."""
+    return {
+        f"{arm}__seed{seed}": cols for arm, seeds in runs.items() for seed, cols in seeds.items()
+    }
+
+
 def step_matrix(
     by_seed: Mapping[int, Mapping[str, np.ndarray]], seeds: Sequence[int], key: str, steps: int
 ) -> np.ndarray:

@@ -30,6 +30,16 @@ from calclip_jax.reports import metrics as M
 from calclip_jax.workdir.seed_names import split_seeded_name
 
 CURVE_KEYS = ("entropy", "reward_mean", "eval_accuracy", "clip_frac_lower_neg")
+# What a surge would look like on a real model: reward and accuracy fall while entropy, the
+# garbled share and the response length climb (`experiments.paired_report --curves_figure`).
+DYNAMICS_KEYS = (
+    "reward_mean",
+    "eval_accuracy",
+    "entropy",
+    "garbled_frac",
+    "response_len_mean",
+    "clip_frac_lower_neg",
+)
 
 
 INSIDE_LEGEND_MAX = 6  # more arms: one legend beside the panels

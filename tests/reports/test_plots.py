@@ -1,11 +1,15 @@
 """Plots return Figures with the data drawn, surge marked, and save PNGs headless."""
 
+import subprocess
+import sys
+
 import matplotlib
 import numpy as np
 import pytest
 from run_fixtures import make_run
 
 from calclip_jax.reports import plots
+from calclip_jax.reports.paired_arms import by_run_name, load_seeded_runs
 
 plt = pytest.importorskip("matplotlib.pyplot")
 
@@ -127,3 +131,22 @@ def test_metric_bars_and_headless_backend():
     finally:
         plt.close(fig)
     assert matplotlib.get_backend().lower() in ("agg", "module://matplotlib_inline.backend_inline")
+
+
+def test_paired_report_draws_a_sweeps_dynamics_with_seeds_banded(tmp_path):
+    rows = [{"step": t, **{k: 0.1 * t for k in plots.DYNAMICS_KEYS}} for t in range(1, 5)]
+    for name in ("bf16__seed0", "bf16__seed1", "fp8__seed0"):
+        make_run(tmp_path / "sweep" / name, rows)
+    runs = load_seeded_runs(tmp_path / "sweep")
+    assert sorted(by_run_name(runs)) == ["bf16__seed0", "bf16__seed1", "fp8__seed0"]
+    fig = plots.plot_curves(by_run_name(runs), keys=plots.DYNAMICS_KEYS)
+    try:
+        assert _legend_texts(fig) == ["bf16 (2 seeds)", "fp8"]
+        assert [ax.get_title() for ax in fig.axes[:6]] == list(plots.DYNAMICS_KEYS)
+    finally:
+        plt.close(fig)
+    out = tmp_path / "dynamics.png"
+    cmd = [sys.executable, "-m", "experiments.paired_report", f"--sweep={tmp_path / 'sweep'}"]
+    cmd += ["--n_boot=50", f"--curves_figure={out}"]
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    assert out.read_bytes().startswith(b"\x89PNG")
