@@ -6,8 +6,13 @@ updates, against the old policy in the same precision) and the BF16 shadow's r_r
 tokens the trainer put below the step's lower bound (the bound its metrics row logged), per arm
 over all its dumps and seeds: their mean log r, the shadow's mean log r_ref on the same tokens,
 and the share of them the shadow puts below the bound too. Where log r_ref is near 0, the policy
-did not move those tokens: the clip is the precision's noise. Intervals resample seeds, then rows
-(`analysis.paired`, blocks of one row), with each seed's value.
+did not move those tokens: the clip is the precision's noise.
+
+Over all A<0 tokens, a token's distance from r = 1 has two sources: the policy's move, which the
+shadow sees (log r_ref), and the precision's noise (log r - log r_ref). Their root mean squares
+and the noise's share of the two say which of them decides what the bound clips: noise above the
+move means a token's clip is mostly noise. Intervals resample seeds, then rows (`analysis.paired`,
+blocks of one row), with each seed's value.
 """
 
 from __future__ import annotations
@@ -18,14 +23,22 @@ from pathlib import Path
 
 import numpy as np
 
-from calclip_jax.analysis.clipped_trace import CLIPPED, row_sums, step_log_ratio, token_groups
+from calclip_jax.analysis.clipped_trace import (
+    CLIPPED,
+    UNCLIPPED,
+    row_sums,
+    step_log_ratio,
+    token_groups,
+)
 from calclip_jax.analysis.paired import N_BOOT, Interval, pad_seeds, ratio_of_means
 from calclip_jax.reports.clipped_trace import lower_bounds
 from calclip_jax.workdir.ratio_dumps import dump_steps, load_dump
 from calclip_jax.workdir.run_record import find_arms
 from calclip_jax.workdir.seed_names import split_seeded_name
 
-MEASURES = ("log_r", "shadow_log_r", "shadow_clipped")
+CLIPPED_MEASURES = ("log_r", "shadow_log_r", "shadow_clipped")  # over the clipped A<0 tokens
+SPREAD_MEASURES = ("noise_sq", "move_sq")  # over all A<0 tokens: squared noise, squared move
+MEASURES = CLIPPED_MEASURES + SPREAD_MEASURES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +51,9 @@ class ClipOrigin:
     log_r: Interval  # the trainer's mean log r
     shadow_log_r: Interval  # the shadow's mean log r_ref on the same tokens
     shadow_clipped: Interval  # share the shadow puts below the bound too
+    noise_rms: Interval  # all A<0 tokens: root mean square of log r - log r_ref
+    move_rms: Interval  # all A<0 tokens: root mean square of log r_ref
+    noise_to_move: Interval  # noise_rms / move_rms (1: noise as large as the move)
 
 
 def _run_rows(workdir: Path) -> dict[str, list[np.ndarray]] | None:
@@ -49,11 +65,14 @@ def _run_rows(workdir: Path) -> dict[str, list[np.ndarray]] | None:
         d = load_dump(path)
         if "ratio_ref" not in d:
             continue
-        clipped = token_groups(d["ratio"], d["advantages"], d["mask"], bounds[s])[CLIPPED]
+        groups = token_groups(d["ratio"], d["advantages"], d["mask"], bounds[s])
+        clipped, negative = groups[CLIPPED], groups[CLIPPED] | groups[UNCLIPPED]
         below = (d["ratio_ref"] < bounds[s]).astype(np.float64)
-        values = (step_log_ratio(d["ratio"]), step_log_ratio(d["ratio_ref"]), below)
-        for m, v in zip(MEASURES, values, strict=True):
+        log_r, log_r_ref = step_log_ratio(d["ratio"]), step_log_ratio(d["ratio_ref"])
+        for m, v in zip(CLIPPED_MEASURES, (log_r, log_r_ref, below), strict=True):
             parts[m].append(row_sums(v, clipped))
+        for m, v in zip(SPREAD_MEASURES, ((log_r - log_r_ref) ** 2, log_r_ref**2), strict=True):
+            parts[m].append(row_sums(v, negative))
     if not parts[MEASURES[0]]:
         return None
     return {m: [np.concatenate([p[i] for p in parts[m]]) for i in (0, 1)] for m in MEASURES}
@@ -74,10 +93,26 @@ def clip_origins(sweep_dir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> 
         cells = {
             m: [pad_seeds([r[m][i] for r in by_seed.values()]) for i in (0, 1)] for m in MEASURES
         }
-        means = {m: ratio_of_means(*cells[m], **boot) for m in MEASURES}
-        tokens = int(np.nansum(cells[MEASURES[0]][1]))
-        out.append(ClipOrigin(arm, tuple(by_seed), tokens, **means))
+        means = {m: ratio_of_means(*cells[m], **boot) for m in CLIPPED_MEASURES}
+        noise, move = (ratio_of_means(*cells[m], **boot) for m in SPREAD_MEASURES)
+        # same tokens in both: the ratio of their sums of squares is that of their mean squares
+        share = ratio_of_means(cells["noise_sq"][0], cells["move_sq"][0], **boot)
+        tokens = int(np.nansum(cells[CLIPPED_MEASURES[0]][1]))
+        spread = {"noise_rms": _sqrt(noise), "move_rms": _sqrt(move), "noise_to_move": _sqrt(share)}
+        out.append(ClipOrigin(arm, tuple(by_seed), tokens, **means, **spread))
     return out
+
+
+def _sqrt(iv: Interval) -> Interval:
+    """The interval of a mean square as one of its root (monotone, so the bounds carry over)."""
+    root = lambda v: float(np.sqrt(v))
+    return dataclasses.replace(
+        iv,
+        estimate=root(iv.estimate),
+        low=root(iv.low),
+        high=root(iv.high),
+        per_seed=tuple(root(v) for v in iv.per_seed),
+    )
 
 
 def clip_origin_table(rows: Sequence[ClipOrigin]) -> str:
@@ -101,4 +136,19 @@ def clip_origin_table(rows: Sequence[ClipOrigin]) -> str:
             )
         ]
         lines.append(f"| {r.arm} | {len(r.seeds)} | {r.tokens} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "All A<0 tokens: what moved them from r = 1, in nats (root mean square): the policy's move "
+        "(the shadow's log r_ref) and the precision's noise (log r - log r_ref); noise / move "
+        "above 1 means the noise decides which tokens cross the bound.",
+        "",
+        "| arm | seeds | policy move | precision noise | noise / move |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [
+            f"{iv.fmt(digits=2)} ({iv.fmt_per_seed(digits=2)})"
+            for iv in (r.move_rms, r.noise_rms, r.noise_to_move)
+        ]
+        lines.append(f"| {r.arm} | {len(r.seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

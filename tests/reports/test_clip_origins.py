@@ -25,7 +25,7 @@ def _run(folder: Path, seed: int, noise: float, with_ref: bool = True) -> dict[s
     R.config_path(folder).write_text(json.dumps({"resolved": {"clip_bounds": [LOWER, 1.28]}}))
     logger.write(10, {"clip_lower": 0.6})
     logger.write(20, {"reward_mean": 0.5})
-    seen: dict[str, list] = {"log_r": [], "shadow": [], "below": []}
+    seen: dict[str, list] = {"log_r": [], "shadow": [], "below": [], "noise": [], "move": []}
     for s, lower in ((10, 0.6), (20, LOWER)):
         adv = np.where(np.arange(B) % 2 == 0, -1.0, 1.0).astype(np.float32)
         mask = np.arange(T)[None] < rng.integers(3, T + 1, size=(B, 1))
@@ -39,6 +39,10 @@ def _run(folder: Path, seed: int, noise: float, with_ref: bool = True) -> dict[s
         seen["log_r"] += list(np.log(ratio[hit].astype(np.float64)))
         seen["shadow"] += list(np.log(ratio_ref[hit].astype(np.float64)))
         seen["below"] += list(ratio_ref[hit] < lower)
+        neg = mask & (adv[:, None] < 0)
+        move = np.log(ratio_ref[neg].astype(np.float64))
+        seen["move"] += list(move)
+        seen["noise"] += list(np.log(ratio[neg].astype(np.float64)) - move)
     return seen
 
 
@@ -59,8 +63,18 @@ def test_each_arm_pools_its_seeds_clipped_tokens_at_each_steps_bound(tmp_path):
     # noise did the clipping: the shadow barely moved those tokens and rarely clips them
     assert mine.log_r.high < -0.3 and abs(mine.shadow_log_r.estimate) < 0.1
     assert mine.shadow_clipped.estimate < 0.3
+    # over all A<0 tokens: the planted noise (0.5) is five times the planted move (0.1)
+    rms = lambda k: np.sqrt(np.mean(np.square(pooled[k])))
+    pooled |= {k: [v for s in (1, 2) for v in noisy[s][k]] for k in ("noise", "move")}
+    assert mine.noise_rms.estimate == pytest.approx(rms("noise"))
+    assert mine.move_rms.estimate == pytest.approx(rms("move"))
+    assert mine.noise_to_move.estimate == pytest.approx(rms("noise") / rms("move"))
+    assert 0.45 < mine.noise_rms.low < mine.noise_rms.high < 0.55
+    assert 3.5 < mine.noise_to_move.low < 5 < mine.noise_to_move.high < 7
+    assert len(mine.noise_rms.per_seed) == 2
     plain = rows["plain"]  # trainer = shadow: every clipped token is the shadow's too
     assert plain.shadow_clipped.estimate == 1.0
     assert plain.log_r.estimate == pytest.approx(plain.shadow_log_r.estimate)
+    assert plain.noise_rms.estimate < 1e-6 and plain.move_rms.estimate == pytest.approx(0.1, 0.2)
     table = clip_origin_table(list(rows.values()))
     assert "| noisy | 2 |" in table and "(100)" in table
