@@ -64,8 +64,8 @@ def test_each_arm_pools_its_seeds_clipped_tokens_at_each_steps_bound(tmp_path):
     assert mine.log_r.high < -0.3 and abs(mine.shadow_log_r.estimate) < 0.1
     assert mine.shadow_clipped.estimate < 0.3
     # over all A<0 tokens: the planted noise (0.5) is five times the planted move (0.1)
-    rms = lambda k: np.sqrt(np.mean(np.square(pooled[k])))
     pooled |= {k: [v for s in (1, 2) for v in noisy[s][k]] for k in ("noise", "move")}
+    rms = lambda k: np.sqrt(np.mean(np.square(pooled[k])))
     assert mine.noise_rms.estimate == pytest.approx(rms("noise"))
     assert mine.move_rms.estimate == pytest.approx(rms("move"))
     assert mine.noise_to_move.estimate == pytest.approx(rms("noise") / rms("move"))
