@@ -141,14 +141,15 @@ def paired_intervals(
 
 def paired_rows(runs: Runs, baseline: str, **boot: Any) -> list[list[str]]:
     """Rows "arm, metric, arm - baseline [90% interval], each seed's mean difference, seeds x
-    steps" for every other arm."""
+    steps (the paired values the interval rests on)" for every other arm: a metric logged at
+    few steps (greedy evaluations) shows how few."""
     return [
         [
             arm,
             metric.label,
             _cell(got, metric),
             got.fmt_per_seed(scale=metric.scale, labels=shared_seeds(runs, arm, baseline)),
-            f"{got.seeds} x {steps}",
+            f"{got.seeds} x {steps} ({got.steps})",
         ]
         for (arm, metric), (got, steps) in paired_intervals(runs, baseline, **boot).items()
     ]
@@ -214,9 +215,10 @@ def paired_report(runs: Runs, baseline: str, **boot: Any) -> str:
             f"### Paired against `{baseline}` (same seeds, same RL steps, same prompts)",
             "Mean of arm - baseline per (seed, step); percentages in points; 90% bootstrap"
             " interval over seeds and blocks of steps; then each seed's own mean (with a few"
-            " seeds, read these before the interval).",
+            " seeds, read these before the interval). The last column counts the paired values the"
+            " interval rests on: a metric logged at few steps (greedy evaluations) has few.",
             markdown_table(
-                ["arm", "metric", "arm - baseline [90%]", "per seed", "seeds x steps"],
+                ["arm", "metric", "arm - baseline [90%]", "per seed", "seeds x steps (values)"],
                 paired_rows(runs, baseline, **boot),
             ),
             "### Clip shares against the same run's BF16 shadow (same tokens)",

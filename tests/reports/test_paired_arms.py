@@ -35,6 +35,8 @@ def _sweep(tmp_path: Path, fp8_reward_gap: float = 0.1) -> Path:
     for seed in (1, 2):
         prompts = rng.uniform(0.2, 0.8, STEPS)  # per-step difficulty shared by the arms
         bf16 = [{"step": t + 1, "reward_mean": p, "entropy": 0.5} for t, p in enumerate(prompts)]
+        for row in bf16[4::5]:  # greedy evaluations at steps 5 and 10
+            row["eval_accuracy"] = 0.5
         fp8 = [
             {
                 "step": t + 1,
@@ -42,6 +44,7 @@ def _sweep(tmp_path: Path, fp8_reward_gap: float = 0.1) -> Path:
                 "entropy": 0.6,
                 "clip_frac_lower_neg": 0.03,
                 "clip_frac_lower_neg_ref": 0.01,
+                **({"eval_accuracy": 0.4} if t % 5 == 4 else {}),
             }
             for t, p in enumerate(prompts)
         ]
@@ -65,7 +68,10 @@ def test_pairing_removes_the_shared_prompt_difficulty(tmp_path):
     # per-step prompts vary by +-0.3, yet the paired interval is exact: -10 points
     assert rows["reward (2nd half)"][2] == "-10 [-10, -10]"
     assert rows["reward (2nd half)"][3] == "1: -10, 2: -10"  # each seed's own difference
-    assert rows["reward (2nd half)"][4] == f"2 x {STEPS}"
+    assert rows["reward (2nd half)"][4] == f"2 x {STEPS} (12)"  # 6 steps of the 2nd half each
+    # evaluations at steps 5 and 10: only step 10 lies in the 2nd half, one value per seed
+    assert rows["eval accuracy (2nd half)"][2] == "-10 [-10, -10]"
+    assert rows["eval accuracy (2nd half)"][4] == f"2 x {STEPS} (2)"
     assert rows["entropy"][2].startswith("0.1 [")
     assert "gradient norm" not in rows  # not logged: no row
 
