@@ -68,6 +68,11 @@ def keyed_error(key: str, err: Exception, knobs: Collection[str]) -> ConfigError
     return ConfigError(f"{key}: {message}")
 
 
+# config.json sections a run writes beside its knobs: what it resolved (workdir.run_record.RESOLVED)
+# and what its reruns changed (workdir.config_record.CHANGES_KEY, e.g. an extended run's steps)
+RECORD_SECTIONS = ("resolved", "config_changes")
+
+
 def _build(key: str, cls: type, values: Mapping[str, Any]) -> Any:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
@@ -82,7 +87,8 @@ def _build(key: str, cls: type, values: Mapping[str, Any]) -> Any:
 def parse(config: ConfigDict | Mapping[str, Any]) -> RunConfig:
     """The validated RunConfig of a ConfigDict (or of the same nested dict, e.g. config.json)."""
     values = config.to_dict() if isinstance(config, ConfigDict) else dict(config)
-    values.pop("resolved", None)  # what a run resolved (config.json), not a knob
+    for section in RECORD_SECTIONS:
+        values.pop(section, None)
     hints = typing.get_type_hints(RunConfig)
     sections: dict[str, Any] = {}
     for field in dataclasses.fields(RunConfig):

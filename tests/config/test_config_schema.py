@@ -22,8 +22,10 @@ from calclip_jax.config import (
     resolved_record,
     to_config_dict,
 )
-from calclip_jax.config.config_dict import _optional_type
+from calclip_jax.config.config_dict import RECORD_SECTIONS, _optional_type
 from calclip_jax.shipped import shipped_file
+from calclip_jax.workdir.config_record import CHANGES_KEY
+from calclip_jax.workdir.run_record import RESOLVED
 from configs.arms import ARMS
 
 FAMILIES = ("grpo", "dapo", "default", "countdown", "smollm2")
@@ -99,6 +101,10 @@ def test_config_json_round_trips(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(record))
     assert parse(json.loads(path.read_text())) == spec.config
+    # an extended run's config.json also lists what its reruns changed: history, not knobs
+    changes = [{"after_step": 20, "changed": {"train.steps": [20, 40]}}]
+    assert parse({**record, "config_changes": changes}) == spec.config
+    assert set(RECORD_SECTIONS) == {RESOLVED, CHANGES_KEY}  # the names the workdir writes
 
 
 def test_unknown_keys_are_named():
