@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from calclip_jax.probes.eval_checkpoint import EvalError, run_spec_of
-from calclip_jax.workdir.ratio_dumps import dump_rows, dump_steps
+from calclip_jax.workdir.ratio_dumps import dump_rows, dump_steps, load_dump
 
 SIGNS = ("all", "neg", "pos", "zero")
 
@@ -46,12 +46,10 @@ def dump_responses(
     rows = dump_rows(steps[step])
     if rows is None:
         raise EvalError(f"{steps[step]}: written before dumps kept the rows' token ids")
-    with np.load(steps[step]) as z:
-        advantages = np.asarray(z["advantages"], np.float64)
     tokenizer = run_spec_of(workdir).tokenizer
     mask = rows["response_mask"] > 0
-    if advantages.ndim == 2:  # per-token advantages: their mean over the response
-        advantages = (advantages * mask).sum(-1) / np.maximum(mask.sum(-1), 1)
+    per_token = np.asarray(load_dump(steps[step])["advantages"], np.float64)  # [B, T]
+    advantages = np.where(mask, per_token, 0.0).sum(-1) / np.maximum(mask.sum(-1), 1)
     out = []
     for i, (ids, attn, resp) in enumerate(
         zip(rows["tokens"], rows["attn_mask"], mask, strict=True)
@@ -78,10 +76,7 @@ def select(
     """The responses with advantage of `sign` (SIGNS), only the unfinished ones if asked."""
     if sign not in SIGNS:
         raise ValueError(f"sign must be one of {SIGNS}, got {sign!r}")
-    keep = {
-        "all": lambda a: True,
-        "neg": lambda a: a < 0,
-        "pos": lambda a: a > 0,
-        "zero": lambda a: a == 0,
-    }[sign]
-    return [r for r in responses if keep(r.advantage) and (not unfinished or not r.finished)]
+    signs = {"all": (-1, 0, 1), "neg": (-1,), "pos": (1,), "zero": (0,)}[sign]
+    return [
+        r for r in responses if np.sign(r.advantage) in signs and not (unfinished and r.finished)
+    ]
