@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calclip_jax.data.tokenizer import Tokenizer
 from calclip_jax.probes.eval_checkpoint import EvalError, run_spec_of
 from calclip_jax.workdir.ratio_dumps import dump_rows, dump_steps, load_dump
 
@@ -43,12 +44,16 @@ def dump_responses(
     step = max(steps) if step is None else step
     if step not in steps:
         raise EvalError(f"{workdir}: no ratio dump at RL step {step}; dumps at {sorted(steps)}")
-    rows = dump_rows(steps[step])
+    return step, decode_dump(steps[step], run_spec_of(workdir).tokenizer)
+
+
+def decode_dump(path: Path, tokenizer: Tokenizer) -> list[DumpedResponse]:
+    """Every row of the ratio dump at `path`, decoded with the run's `tokenizer`."""
+    rows = dump_rows(path)
     if rows is None:
-        raise EvalError(f"{steps[step]}: written before dumps kept the rows' token ids")
-    tokenizer = run_spec_of(workdir).tokenizer
+        raise EvalError(f"{path}: written before dumps kept the rows' token ids")
     mask = rows["response_mask"] > 0
-    per_token = np.asarray(load_dump(steps[step])["advantages"], np.float64)  # [B, T]
+    per_token = np.asarray(load_dump(path)["advantages"], np.float64)  # [B, T]
     advantages = np.where(mask, per_token, 0.0).sum(-1) / np.maximum(mask.sum(-1), 1)
     out = []
     for i, (ids, attn, resp) in enumerate(
@@ -67,7 +72,7 @@ def dump_responses(
                 response=text,
             )
         )
-    return step, out
+    return out
 
 
 def select(

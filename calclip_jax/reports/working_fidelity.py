@@ -1,0 +1,208 @@
+"""How much of each arm's sampled working is right, over RL steps: a seeded `worked_addition`
+sweep's ratio dumps graded by `analysis.working_fidelity`.
+
+    <sweep>/<arm>__seed<k>/ratios/step_XXXXXX.npz   (`log.ratios_every`: the whole batch)
+
+Per dump, the share of the batch's responses with each `WorkingCheck` field true. The arms of a
+seed see the same prompts at each step, so arms are compared paired over (seed, dump step):
+intervals resample seeds, then dump steps (`analysis.paired`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calclip_jax.analysis.paired import (
+    mean_interval,
+    paired_difference,
+    ratio_difference,
+    ratio_of_means,
+)
+from calclip_jax.analysis.working_fidelity import FIELDS, check_working, operands
+from calclip_jax.probes.dump_responses import DumpedResponse, decode_dump
+from calclip_jax.probes.eval_checkpoint import run_spec_of
+from calclip_jax.reports.paired_arms import markdown_table
+from calclip_jax.workdir.ratio_dumps import dump_steps
+from calclip_jax.workdir.run_record import find_arms
+from calclip_jax.workdir.seed_names import split_seeded_name
+
+Shares = dict[str, float]  # WorkingCheck field (and JOINT) -> share of a batch
+Fidelity = dict[str, dict[int, dict[int, Shares]]]  # arm -> seed -> dump step -> shares
+
+JOINT = "result_and_columns_right"  # share with both: what "does right working pay?" reads
+LABELS = {
+    "result_right": "result right",
+    "all_columns": "every column written",
+    "columns_right": "columns sum the right digits",
+    "sums_true": "column sums true",
+    "exact": "working as demonstrated",
+}
+
+
+def batch_shares(responses: Sequence[DumpedResponse]) -> Shares:
+    """Each field's share among the responses whose prompt poses a sum, and `JOINT`'s (NaN when
+    none does)."""
+    checks = [
+        check_working(numbers, r.response)
+        for r in responses
+        if (numbers := operands(r.prompt)) is not None and len(numbers) >= 2
+    ]
+    if not checks:
+        return dict.fromkeys((*FIELDS, JOINT), float("nan"))
+    shares = {f: float(np.mean([getattr(c, f) for c in checks])) for f in FIELDS}
+    shares[JOINT] = float(np.mean([c.result_right and c.columns_right for c in checks]))
+    return shares
+
+
+def run_fidelity(workdir: str | Path) -> dict[int, Shares]:
+    """Dump step -> `batch_shares` of that step's batch, for one run (empty without dumps)."""
+    steps = dump_steps(workdir)
+    if not steps:
+        return {}
+    tokenizer = run_spec_of(workdir).tokenizer
+    return {
+        step: batch_shares(decode_dump(path, tokenizer)) for step, path in sorted(steps.items())
+    }
+
+
+def sweep_fidelity(sweep_dir: str | Path) -> Fidelity:
+    """`run_fidelity` of every run under `sweep_dir` that dumped, by arm and seed."""
+    out: Fidelity = {}
+    for name, path in find_arms(sweep_dir).items():
+        got = run_fidelity(path)
+        if got:
+            arm, seed = split_seeded_name(name)
+            out.setdefault(arm, {})[seed or 0] = got
+    return out
+
+
+def shared_steps(fidelity: Fidelity, arms: Sequence[str], seeds: Sequence[int]) -> list[int]:
+    """The dump steps every run of `arms` among `seeds` holds: where arms pair."""
+    sets = [set(fidelity[a][s]) for a in arms for s in seeds if s in fidelity[a]]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def matrix(fidelity: Fidelity, arm: str, seeds: Sequence[int], steps: Sequence[int], field: str):
+    """[len(seeds), len(steps)] of one field's share."""
+    return np.array([[fidelity[arm][s][t][field] for t in steps] for s in seeds], np.float64)
+
+
+def fidelity_rows(fidelity: Fidelity, baseline: str | None = None, **boot: Any) -> list[list[str]]:
+    """Rows "arm, field, mean share [90%], the same over the late half, minus the baseline over
+    the late half [90%], seeds x dump steps" (percent), every arm over the dump steps that all
+    runs share (so the rows compare), the late half their second half."""
+    steps = shared_steps(fidelity, list(fidelity), sorted(set().union(*fidelity.values())))
+    if not steps:
+        return []
+    late = slice(len(steps) // 2, None)
+    rows = []
+    for arm in sorted(fidelity):
+        seeds = sorted(fidelity[arm])
+        paired = sorted(set(seeds) & set(fidelity.get(baseline, {}))) if baseline != arm else []
+        for field in FIELDS:
+            x = matrix(fidelity, arm, seeds, steps, field)
+            diff = "-"
+            if paired:
+                a, b = (matrix(fidelity, k, paired, steps, field)[:, late] for k in (arm, baseline))
+                diff = paired_difference(a, b, **boot).fmt(scale=100, digits=2)
+            rows.append(
+                [
+                    arm,
+                    LABELS[field],
+                    mean_interval(x, **boot).fmt(scale=100, digits=2),
+                    mean_interval(x[:, late], **boot).fmt(scale=100, digits=2),
+                    diff,
+                    f"{len(seeds)} x {len(steps)}",
+                ]
+            )
+    return rows
+
+
+def payoff_rows(fidelity: Fidelity, **boot: Any) -> list[list[str]]:
+    """Rows "arm, P(result right | columns right), P(result right | not), their difference [90%],
+    share with the columns right" (percent) over the dump steps all runs share: whether right
+    working earns reward, which is what lets the policy keep it."""
+    steps = shared_steps(fidelity, list(fidelity), sorted(set().union(*fidelity.values())))
+    rows = []
+    for arm in sorted(fidelity) if steps else []:
+        seeds = sorted(fidelity[arm])
+        joint, cols, result = (
+            matrix(fidelity, arm, seeds, steps, k) for k in (JOINT, "columns_right", "result_right")
+        )
+        right, wrong = (joint, cols), (result - joint, 1.0 - cols)
+        rows.append(
+            [
+                arm,
+                ratio_of_means(*right, **boot).fmt(scale=100, digits=2),
+                ratio_of_means(*wrong, **boot).fmt(scale=100, digits=2),
+                ratio_difference(right, wrong, **boot).fmt(scale=100, digits=2),
+                mean_interval(cols, **boot).fmt(scale=100, digits=2),
+            ]
+        )
+    return rows
+
+
+def seed_means(fidelity: Fidelity) -> dict[str, dict[int, Shares]]:
+    """arm -> dump step -> each field's share averaged over the seeds that dumped there."""
+    out: dict[str, dict[int, Shares]] = {}
+    for arm, by_seed in sorted(fidelity.items()):
+        for step in sorted(set().union(*(set(v) for v in by_seed.values()))):
+            at = [v[step] for v in by_seed.values() if step in v]
+            out.setdefault(arm, {})[step] = {
+                f: float(np.nanmean([a[f] for a in at])) for f in FIELDS
+            }
+    return out
+
+
+def per_step_rows(fidelity: Fidelity) -> list[list[str]]:
+    """Rows "dump step, arm, each field's share (`seed_means`, percent)", by step then arm."""
+    rows = [
+        [str(step), arm] + [f"{100 * shares[f]:.0f}" for f in FIELDS]
+        for arm, by_step in seed_means(fidelity).items()
+        for step, shares in by_step.items()
+    ]
+    return sorted(rows, key=lambda r: (int(r[0]), r[1]))
+
+
+def fidelity_report(fidelity: Fidelity, baseline: str | None = None, **boot: Any) -> str:
+    """Markdown: the pooled table (`fidelity_rows`), then the per-step one."""
+    rows = fidelity_rows(fidelity, baseline, **boot)
+    steps = shared_steps(fidelity, list(fidelity), sorted(set().union(*fidelity.values())))
+    span = (
+        f"dump steps {steps[0]}-{steps[-1]}, late half from {steps[len(steps) // 2]}"
+        if steps
+        else "no dump step shared by all runs"
+    )
+    pooled = markdown_table(
+        [
+            "arm",
+            "response",
+            "share, % [90%]",
+            "late half, %",
+            f"late half minus {baseline or 'baseline'}, points",
+            "seeds x dump steps",
+        ],
+        rows,
+    )
+    per_step = markdown_table(
+        ["step", "arm"] + [LABELS[f] for f in FIELDS], per_step_rows(fidelity)
+    )
+    payoff = markdown_table(
+        [
+            "arm",
+            "result right if the columns are, %",
+            "if not, %",
+            "difference, points",
+            "columns right, %",
+        ],
+        payoff_rows(fidelity, **boot),
+    )
+    return (
+        f"Over the {span} (all runs):\n\n{pooled}\n\n"
+        f"Does right working pay? Over the same dumps:\n\n{payoff}\n\n"
+        f"Per dump step (percent of the batch; mean over seeds):\n\n{per_step}\n"
+    )

@@ -1,0 +1,56 @@
+"""Is the working right, or only the result? A `worked_addition` sweep's sampled batches graded.
+
+    python -m experiments.working_fidelity --sweep=results/smollm2_break [--baseline=bf16] \
+        [--out=fidelity.md] [--figure=fidelity.png]
+
+Decodes every ratio dump (`log.ratios_every`: the whole batch) of every run under --sweep and
+grades each response against the task's demonstration (calclip_jax.analysis.working_fidelity):
+result right, every column written, columns summing the right digits, column sums true, the
+working verbatim. Prints per arm the share over the dump steps all arms share and over their
+second half, with 90% bootstrap intervals over seeds and steps, the late half paired against
+--baseline, then the shares per dump step; --out also writes it, --figure draws the shares over
+RL steps.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from absl import app, flags, logging
+
+from calclip_jax.config import ConfigError
+from calclip_jax.probes.eval_checkpoint import EvalError
+from calclip_jax.reports.working_fidelity import fidelity_report, sweep_fidelity
+from calclip_jax.workdir.run_record import RunRecordError
+
+_SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
+_BASELINE = flags.DEFINE_string("baseline", None, "Arm the others are paired against.")
+_OUT = flags.DEFINE_string("out", None, "Also write the report to this Markdown file.")
+_FIGURE = flags.DEFINE_string("figure", None, "Also draw the shares over RL steps to this PNG.")
+_BOOT = flags.DEFINE_integer("n_boot", 4000, "Bootstrap resamples.")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    try:
+        fidelity = sweep_fidelity(_SWEEP.value)
+    except (ConfigError, EvalError, RunRecordError, ValueError) as err:
+        sys.exit(f"working_fidelity: {err}")
+    if not fidelity:
+        sys.exit(f"working_fidelity: no run under {_SWEEP.value} holds a ratio dump")
+    if _BASELINE.value is not None and _BASELINE.value not in fidelity:
+        sys.exit(f"working_fidelity: no arm {_BASELINE.value!r}; arms: {sorted(fidelity)}")
+    text = fidelity_report(fidelity, _BASELINE.value, n_boot=_BOOT.value)
+    print(text, end="")
+    if _OUT.value:
+        Path(_OUT.value).write_text(text)
+    if _FIGURE.value:
+        from calclip_jax.reports.working_fidelity_figure import fidelity_figure  # matplotlib here
+
+        fidelity_figure(fidelity, save=_FIGURE.value)
+
+
+if __name__ == "__main__":
+    logging.set_verbosity(logging.WARNING)
+    app.run(main)

@@ -1,0 +1,96 @@
+"""Grading a worked_addition response's working (calclip_jax.analysis.working_fidelity)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calclip_jax.analysis.working_fidelity import (
+    FIELDS,
+    check_working,
+    column_statements,
+    operands,
+)
+from calclip_jax.data.registry import get_task
+from calclip_jax.data.tasks.worked_addition import column_working
+
+NUMBERS = st.lists(st.integers(0, 9999), min_size=2, max_size=4)
+
+
+def fields(numbers, response):
+    got = check_working(numbers, response)
+    return {f: getattr(got, f) for f in FIELDS}
+
+
+@given(NUMBERS)
+def test_the_demonstration_passes_every_check(numbers):
+    assert all(fields(numbers, column_working(numbers)).values())
+    assert all(fields(numbers, f"  {column_working(numbers)}\n").values())  # as decoded
+
+
+@given(NUMBERS, st.data())
+def test_a_false_column_total_is_caught_and_nothing_else(numbers, data):
+    reference = column_working(numbers)
+    columns = column_statements(reference)
+    i = data.draw(st.integers(0, len(columns) - 1))
+    total = columns[i][1]
+    wrong = data.draw(st.integers(0, 99).filter(lambda t: t != total))
+    head, sep, tail = reference.partition("; so ")
+    parts = head.split("; ")
+    parts[i] = parts[i].replace(f"= {total}", f"= {wrong}", 1)
+    got = fields(numbers, "; ".join(parts) + sep + tail)
+    assert got == {
+        "result_right": True,
+        "all_columns": True,
+        "columns_right": True,
+        "sums_true": False,
+        "exact": False,
+    }
+
+
+@given(NUMBERS, st.integers(1, 9))
+def test_a_wrong_result_is_only_the_result(numbers, delta):
+    reference = column_working(numbers)
+    response = reference.removesuffix(str(sum(numbers))) + str(sum(numbers) + delta)
+    assert fields(numbers, response) == {
+        "result_right": False,
+        "all_columns": True,
+        "columns_right": True,
+        "sums_true": True,
+        "exact": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        # the tens column dropped (BF16's shortcut in the break study): true, but not the working
+        ("1 + 9 = 10; so 99 + 29 = 128", (True, False, False, True, False)),
+        # every column, true sums of the wrong digits
+        (
+            "3 + 9 = 12, write 2 carry 1; 9 + 2 + 1 = 12; so 99 + 29 = 128",
+            (True, True, False, True, False),
+        ),
+        # a false sum and a column that is only a digit
+        ("0 + 3 = 4, write 4; 6; so 99 + 29 = 128", (True, False, False, False, False)),
+        # no working at all
+        ("128", (True, False, False, False, False)),
+        # cut off in the working (unfinished): no result
+        ("9 + 9 = 18, write 8 carry 1; 9 + 2 + 1 = 12; so 99", (False, True, True, True, False)),
+    ],
+)
+def test_degraded_responses(response, expected):
+    assert tuple(fields((99, 29), response).values()) == expected
+
+
+def test_operands_read_the_tasks_prompts():
+    task = get_task("worked_addition", min_digits=1, max_digits=3, num_train=50, num_test=5)
+    rng = random.Random(0)
+    for _ in range(50):
+        ex = task.sample(rng)
+        chat = f"system text\nuser\n{ex.prompt}\nassistant\n"  # as a dump decodes it
+        assert operands(chat) == tuple(ex.numbers)
+    assert operands("What is the capital of France?") is None

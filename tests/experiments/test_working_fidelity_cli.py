@@ -1,0 +1,56 @@
+"""experiments.working_fidelity on a tiny worked_addition sweep: the shares are those of the
+decoded dumps, identical arms pair to zero, and bad input is named."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from experiments_testutil import tiny_config
+
+from calclip_jax.probes.dump_responses import dump_responses
+from calclip_jax.reports.working_fidelity import batch_shares, sweep_fidelity
+from calclip_jax.train.rl_loop import run_experiment
+from calclip_jax.workdir.ratio_dumps import dump_steps
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """One 2-step worked_addition run dumping both batches, and a copy of it as a second arm."""
+    root = tmp_path_factory.mktemp("fidelity")
+    overrides = {
+        "task.name": "worked_addition",
+        "rollout.max_new_tokens": 16,
+        "train.steps": 2,
+        "log.ratios_every": 1,
+    }
+    run_experiment(tiny_config(str(root / "cache"), **overrides), str(root / "s" / "a__seed0"),
+                   log=lambda _: None)  # fmt: skip
+    shutil.copytree(root / "s" / "a__seed0", root / "s" / "b__seed0")
+    return root / "s"
+
+
+def test_shares_are_the_decoded_batches(sweep):
+    got = sweep_fidelity(sweep)
+    assert sorted(got) == ["a", "b"] and got["a"] == got["b"]
+    assert sorted(got["a"][0]) == sorted(dump_steps(sweep / "a__seed0")) == [1, 2]
+    for step in (1, 2):
+        assert got["a"][0][step] == batch_shares(dump_responses(sweep / "a__seed0", step)[1])
+
+
+def test_cli_writes_the_report_and_figure_and_names_bad_input(sweep, tmp_path):
+    cmd = [sys.executable, "-m", "experiments.working_fidelity", f"--sweep={sweep}", "--n_boot=50"]
+    out, png = tmp_path / "f.md", tmp_path / "f.png"
+    done = subprocess.run(
+        [*cmd, "--baseline=a", f"--out={out}", f"--figure={png}"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == done.stdout and png.stat().st_size > 0
+    b_rows = [r for r in done.stdout.splitlines() if r.startswith("| b |") and "1 x 2" in r]
+    assert len(b_rows) == 5 and all(r.endswith("| 0 [0, 0] | 1 x 2 |") for r in b_rows)
+    bad = subprocess.run([*cmd, "--baseline=c"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "no arm 'c'; arms: ['a', 'b']" in bad.stderr
+    empty = subprocess.run([*cmd[:-2], f"--sweep={tmp_path}"], capture_output=True, text=True)
+    assert empty.returncode != 0 and "holds a ratio dump" in empty.stderr

@@ -1,0 +1,94 @@
+"""A sweep's working fidelity: batch shares, arms paired over shared dump steps, the figure
+(calclip_jax.reports.working_fidelity)."""
+
+from __future__ import annotations
+
+import math
+
+from calclip_jax.analysis.working_fidelity import FIELDS
+from calclip_jax.data.tasks.worked_addition import column_working
+from calclip_jax.probes.dump_responses import DumpedResponse
+from calclip_jax.reports.working_fidelity import (
+    JOINT,
+    LABELS,
+    batch_shares,
+    fidelity_report,
+    fidelity_rows,
+    payoff_rows,
+    seed_means,
+)
+from calclip_jax.reports.working_fidelity_figure import fidelity_figure
+
+
+def response(prompt: str, text: str) -> DumpedResponse:
+    return DumpedResponse(
+        row=0, advantage=0.0, length=1, finished=True, prompt=prompt, response=text
+    )
+
+
+def test_batch_shares_count_only_prompts_that_pose_a_sum():
+    q = "user\nCompute 47 + 38 column by column, then give the result.\nassistant\n"
+    batch = [
+        response(q, column_working((47, 38))),  # every check
+        response(q, "8 + 7 = 15; so 47 + 38 = 85"),  # a column dropped, result right
+        response(q, "85"),  # the result only
+        response(q, "7 + 8 = 15, write 5 carry 1; 4 + 3 + 1 = 9; so 47 + 38 = 95"),
+        response("Name a colour.", "red"),  # no sum posed: not counted
+    ]
+    got = batch_shares(batch)
+    assert got == {
+        "result_right": 0.75,
+        "all_columns": 0.5,
+        "columns_right": 0.5,
+        "sums_true": 0.5,
+        "exact": 0.25,
+        JOINT: 0.25,  # result and columns right: the demonstration only
+    }
+    assert all(math.isnan(v) for v in batch_shares(batch[-1:]).values())
+
+
+def shares(value: float) -> dict[str, float]:
+    return dict.fromkeys((*FIELDS, JOINT), value)
+
+
+def sweep() -> dict:
+    """Two seeds; `better` is `base` + 0.1 at the steps both hold; `base` alone dumped step 25."""
+    base = {s: {t: shares(0.1 * s + 0.01 * t) for t in (5, 10, 15, 20, 25)} for s in (0, 1)}
+    better = {s: {t: shares(v["result_right"] + 0.1) for t, v in base[s].items() if t < 25}
+              for s in (0, 1)}  # fmt: skip
+    return {"base": base, "better": better}
+
+
+def test_arms_pair_over_the_dump_steps_all_runs_share():
+    rows = fidelity_rows(sweep(), "base", n_boot=200)
+    assert len(rows) == 2 * len(FIELDS)
+    better = {r[1]: r for r in rows if r[0] == "better"}
+    for field in FIELDS:
+        diff, size = better[LABELS[field]][4:]
+        assert diff.startswith("10 [10, 10]")  # exactly +0.1 at every shared (seed, step)
+        assert size == "2 x 4"  # steps 5-20: base's step 25 has no partner
+    base = [r for r in rows if r[0] == "base"]
+    # base over steps 5-20: mean over seeds of 0.1 s + 0.01 t = 0.05 + 0.125
+    assert base[0][2].startswith("18 [") and base[0][4] == "-"
+    report = fidelity_report(sweep(), "base", n_boot=200)
+    assert "dump steps 5-20, late half from 15" in report
+    assert "| 25 | base |" in report  # the per-step table keeps every dump
+
+
+def test_seed_means_and_figure(tmp_path):
+    means = seed_means(sweep())
+    assert math.isclose(means["base"][25]["exact"], (0.25 + 0.35) / 2)
+    assert sorted(means["better"]) == [5, 10, 15, 20]
+    fig = fidelity_figure(sweep(), save=tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0
+    assert len(fig.axes) == len(FIELDS)
+    assert all(len(ax.lines) == 2 for ax in fig.axes)
+
+
+def test_payoff_conditions_the_result_on_the_columns():
+    # half the batch has the columns right; 0.4 of it has both, 0.2 only the result
+    batch = {**shares(0.0), "columns_right": 0.5, "result_right": 0.6, JOINT: 0.4}
+    fidelity = {"a": {0: {t: batch for t in (5, 10, 15)}}}
+    ((arm, if_right, if_not, diff, cols),) = payoff_rows(fidelity, n_boot=100)
+    assert arm == "a" and if_right.startswith("80 [80, 80]") and if_not.startswith("40 [40, 40]")
+    assert diff.startswith("40 [40, 40]") and cols.startswith("50 [50, 50]")
