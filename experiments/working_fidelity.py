@@ -4,7 +4,7 @@
         [--out=fidelity.md] [--figure=fidelity.png]
 
 Decodes every ratio dump (`log.ratios_every`: the whole batch) of every run under --sweep and
-grades each response against the task's demonstration (calclip_jax.analysis.working_fidelity):
+grades each response against the task's demonstration (calclip_jax.data.tasks.column_working):
 result right, every column written, columns summing the right digits, column sums true, the
 working verbatim. Prints per arm the share over the dump steps all arms share and over their
 second half, with 90% bootstrap intervals over seeds and steps, the late half paired against

@@ -61,6 +61,13 @@ class Task(abc.ABC):
         finished: whether the response ended with the end marker (EOS); unfinished is garbled.
         """
 
+    def response_metrics(
+        self, examples: Sequence[Example], responses: Sequence[str]
+    ) -> dict[str, float]:
+        """Task-specific shares of a rollout batch, logged beside its reward (none by default)."""
+        del examples, responses
+        return {}
+
     @property
     def alphabet(self) -> str:
         """Every character that prompts and answers use, in first-seen order."""

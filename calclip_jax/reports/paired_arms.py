@@ -45,6 +45,8 @@ PAIRED_METRICS = (
     Metric("eval accuracy (2nd half)", "eval_accuracy", second_half=True, percent=True),
     Metric("entropy", "entropy"),
     Metric("garbled share", "garbled_frac", percent=True),
+    Metric("working: column sums true", "working_sums_true", percent=True),  # worked_addition
+    Metric("working as demonstrated", "working_exact", percent=True),
     Metric("mismatch k3", "mismatch_k3"),
     Metric("gradient norm", "grad_norm"),
 )

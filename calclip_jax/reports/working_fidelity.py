@@ -22,7 +22,7 @@ from calclip_jax.analysis.paired import (
     ratio_difference,
     ratio_of_means,
 )
-from calclip_jax.analysis.working_fidelity import FIELDS, check_working, operands
+from calclip_jax.data.tasks.column_working import FIELDS, check_working, operands
 from calclip_jax.probes.dump_responses import DumpedResponse, decode_dump
 from calclip_jax.probes.eval_checkpoint import run_spec_of
 from calclip_jax.reports.paired_arms import markdown_table

@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from calclip_jax.analysis.working_fidelity import FIELDS
+from calclip_jax.data.tasks.column_working import FIELDS
 from calclip_jax.reports.plots import arm_colors, finish_figure
 from calclip_jax.reports.working_fidelity import LABELS, Fidelity, seed_means
 

@@ -176,6 +176,7 @@ def collect(c: Collector, params: Any, fp8_meta: Any, step: int) -> Collected:
         "dyn_fill_frac": float(sum(not x[2] for x in groups) / b) if rl.dynamic_sampling else 0.0,
         "all_rounds_reward_mean": float(np.mean(all_scores["reward"])),
         **reward_metrics(first["scores"], [rd["scores"] for rd in rounds]),
+        **c.task.response_metrics(first["rows"], first["texts"]),
     }
     samples = [
         (first["rows"][i].prompt, first["texts"][i], float(first["scores"]["reward"][i]))

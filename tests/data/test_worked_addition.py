@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from calclip_jax.data import get_task
-from calclip_jax.data.tasks.worked_addition import column_working
+from calclip_jax.data.tasks.column_working import column_working
 from calclip_jax.data.tokenizer import CharTokenizer
 
 TASK = get_task("worked_addition", min_digits=2, max_digits=2, num_train=200, num_test=30)
@@ -94,3 +94,18 @@ def test_a_character_tokenizer_covers_the_demonstrations():
     tok = CharTokenizer.for_tasks(TASK)
     for ex in TASK.examples("test"):
         assert tok.decode(tok.encode(ex.prompt + ex.answer)) == ex.prompt + ex.answer
+
+
+def test_response_metrics_grade_the_batchs_working():
+    examples = TASK.examples("test")[:4]
+    assert TASK.response_metrics(examples, [ex.answer for ex in examples]) == {
+        "working_all_columns": 1.0,
+        "working_columns_right": 1.0,
+        "working_sums_true": 1.0,
+        "working_exact": 1.0,
+    }
+    bare = [str(ex.target) for ex in examples[:2]] + [ex.answer for ex in examples[2:]]
+    got = TASK.response_metrics(examples, bare)  # half answer with the sum alone
+    assert got == dict.fromkeys(got, 0.5)
+    chat = get_task("chat_arithmetic", min_digits=2, max_digits=2, num_train=200, num_test=30)
+    assert chat.response_metrics(chat.examples("test")[:2], ["1", "2"]) == {}

@@ -13,6 +13,7 @@ from experiments_testutil import tiny_config
 from calclip_jax.probes.dump_responses import dump_responses
 from calclip_jax.reports.working_fidelity import batch_shares, sweep_fidelity
 from calclip_jax.train.rl_loop import run_experiment
+from calclip_jax.workdir import run_record as R
 from calclip_jax.workdir.ratio_dumps import dump_steps
 
 
@@ -30,6 +31,15 @@ def sweep(tmp_path_factory):
                    log=lambda _: None)  # fmt: skip
     shutil.copytree(root / "s" / "a__seed0", root / "s" / "b__seed0")
     return root / "s"
+
+
+def test_the_run_logs_its_working_every_step(sweep):
+    rows = R.read_metrics(sweep / "a__seed0")
+    assert [r["step"] for r in rows if "working_exact" in r] == [1, 2]
+    for r in rows:
+        shares = [r[f"working_{f}"] for f in ("all_columns", "columns_right", "sums_true", "exact")]
+        assert all(0.0 <= s <= 1.0 for s in shares)
+        assert r["working_exact"] <= min(shares)  # verbatim passes every other check
 
 
 def test_shares_are_the_decoded_batches(sweep):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import math
 
-from calclip_jax.analysis.working_fidelity import FIELDS
-from calclip_jax.data.tasks.worked_addition import column_working
+from calclip_jax.data.tasks.column_working import FIELDS, column_working
 from calclip_jax.probes.dump_responses import DumpedResponse
 from calclip_jax.reports.working_fidelity import (
     JOINT,

@@ -43,6 +43,9 @@ class _Task:
             "garbled": np.zeros(B * G, bool),
         }
 
+    def response_metrics(self, rows, texts):
+        return {}  # as `Task`'s default: no task-specific shares
+
 
 def _fake_generate(params, model, recipe, tokenizer, examples, prompt_len, key, **kw):
     n = len(examples) * kw["num_samples"]

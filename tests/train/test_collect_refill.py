@@ -32,6 +32,9 @@ class _ScriptedTask:
             "garbled": np.zeros_like(correct),
         }
 
+    def response_metrics(self, rows, texts):
+        return {}  # as `Task`'s default: no task-specific shares
+
 
 def _fake_generate(params, model, recipe, tokenizer, examples, prompt_len, key, **kw):
     """Tokens tag (prompt id, sample index) and carry a draw from `key` (the round's key)."""

@@ -7,45 +7,26 @@ carries, before the result:
 The reference answer is the SFT demonstration (the warm start learns to write the working), so
 responses run to tens of tokens (2-digit operands: 33-40 SmolLM2 tokens) where `chat_arithmetic`'s
 bare answers take 2-4: room for sampled tokens to go wrong. The score is `chat_arithmetic`'s: the
-response's last integer against the sum, whatever working precedes it.
+response's last integer against the sum, whatever working precedes it; `response_metrics` logs
+how much of each rollout batch's working is right (`working_*`, `column_working.check_working`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Sequence
 from typing import ClassVar
 
+import numpy as np
+
 from calclip_jax.data.example import Example
 from calclip_jax.data.registry import register_task
 from calclip_jax.data.tasks.chat_arithmetic import ChatArithmeticTask
+from calclip_jax.data.tasks.column_working import FIELDS, check_working, column_working
 
 WORDS = "write carry so"  # the words of the working, besides digits and " +=,;"
-
-
-def column_working(numbers: Sequence[int]) -> str:
-    """The column-by-column sum of non-negative `numbers`, ending with "so <sum expression> = s".
-
-    Per column from the right: the operands' digits there (an operand with fewer digits has
-    none), plus the carry in, "= s"; every column but the last then says ", write <s mod 10>",
-    and " carry <s div 10>" when s >= 10; the last column's s is written whole.
-    """
-    if len(numbers) < 2 or min(numbers) < 0:
-        raise ValueError(f"column_working needs two or more non-negative numbers: {numbers}")
-    digits = [str(n)[::-1] for n in numbers]
-    columns = max(len(d) for d in digits)
-    parts, carry = [], 0
-    for i in range(columns):
-        terms = [d[i] for d in digits if i < len(d)] + ([str(carry)] if carry else [])
-        total = sum(int(t) for t in terms)
-        part = f"{' + '.join(terms)} = {total}"
-        if i < columns - 1:
-            carry = total // 10
-            part += f", write {total % 10}" + (f" carry {carry}" if carry else "")
-        parts.append(part)
-    expression = " + ".join(str(n) for n in numbers)
-    return "; ".join(parts) + f"; so {expression} = {sum(numbers)}"
 
 
 @register_task
@@ -82,3 +63,17 @@ class WorkedAdditionTask(ChatArithmeticTask):
     def sample(self, rng: random.Random) -> Example:
         ex = super().sample(rng)
         return dataclasses.replace(ex, answer=column_working(ex.numbers))
+
+    def response_metrics(
+        self, examples: Sequence[Example], responses: Sequence[str]
+    ) -> dict[str, float]:
+        """`working_<check>`: the share of responses passing each `check_working` check but the
+        result (the verifier's `correct_frac`)."""
+        checks = [
+            check_working(ex.numbers, text) for ex, text in zip(examples, responses, strict=True)
+        ]
+        return {
+            f"working_{f}": float(np.mean([getattr(c, f) for c in checks])) if checks else math.nan
+            for f in FIELDS
+            if f != "result_right"
+        }

@@ -1,4 +1,4 @@
-"""Grading a worked_addition response's working (calclip_jax.analysis.working_fidelity)."""
+"""Grading a worked_addition response's working (calclip_jax.data.tasks.column_working)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calclip_jax.analysis.working_fidelity import (
+from calclip_jax.data.registry import get_task
+from calclip_jax.data.tasks.column_working import (
     FIELDS,
     check_working,
     column_statements,
+    column_working,
     operands,
 )
-from calclip_jax.data.registry import get_task
-from calclip_jax.data.tasks.worked_addition import column_working
 
 NUMBERS = st.lists(st.integers(0, 9999), min_size=2, max_size=4)
 

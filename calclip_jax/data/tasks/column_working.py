@@ -1,10 +1,11 @@
-"""Is a `worked_addition` response's working right, or only its result?
+"""`worked_addition`'s demonstration (`column_working`) and a response's working graded against it.
 
 The verifier reads the response's last integer. The working before it (one statement per column,
 "7 + 8 = 15, write 5 carry 1; 4 + 3 + 1 = 8; so 47 + 38 = 85") earns nothing by itself, so a
 policy can keep the reward while its working drifts into decoration: columns dropped, wrong
 digits summed, false sums. `check_working` grades one response against the demonstration
-(`column_working`; a run's sampled batches: `reports.working_fidelity`):
+(each rollout batch: `WorkedAdditionTask.response_metrics`; a sweep's ratio dumps:
+`reports.working_fidelity`):
 
 - `result_right`: the last integer is the sum (what the verifier rewards in a finished response);
 - `all_columns`: as many column statements as the demonstration (none dropped, none added);
@@ -25,12 +26,35 @@ import re
 from collections.abc import Sequence
 
 from calclip_jax.data.rewards.answers import last_integer
-from calclip_jax.data.tasks.worked_addition import column_working
 
 STATEMENT = re.compile(r"(\d+(?:\s*\+\s*\d+)+)\s*=\s*(\d+)")
 EXPRESSION = re.compile(r"\d+(?:\s*\+\s*\d+)+")
 INTEGER = re.compile(r"\d+")
 CLOSING = "so "
+
+
+def column_working(numbers: Sequence[int]) -> str:
+    """The column-by-column sum of non-negative `numbers`, ending with "so <sum expression> = s".
+
+    Per column from the right: the operands' digits there (an operand with fewer digits has
+    none), plus the carry in, "= s"; every column but the last then says ", write <s mod 10>",
+    and " carry <s div 10>" when s >= 10; the last column's s is written whole.
+    """
+    if len(numbers) < 2 or min(numbers) < 0:
+        raise ValueError(f"column_working needs two or more non-negative numbers: {numbers}")
+    digits = [str(n)[::-1] for n in numbers]
+    columns = max(len(d) for d in digits)
+    parts, carry = [], 0
+    for i in range(columns):
+        terms = [d[i] for d in digits if i < len(d)] + ([str(carry)] if carry else [])
+        total = sum(int(t) for t in terms)
+        part = f"{' + '.join(terms)} = {total}"
+        if i < columns - 1:
+            carry = total // 10
+            part += f", write {total % 10}" + (f" carry {carry}" if carry else "")
+        parts.append(part)
+    expression = " + ".join(str(n) for n in numbers)
+    return "; ".join(parts) + f"; so {expression} = {sum(numbers)}"
 
 
 @dataclasses.dataclass(frozen=True)
