@@ -1,5 +1,5 @@
 """How much of each arm's sampled working is right, over RL steps: a seeded `worked_addition`
-sweep's ratio dumps graded by `analysis.working_fidelity`.
+sweep's ratio dumps graded by `data.tasks.column_working`.
 
     <sweep>/<arm>__seed<k>/ratios/step_XXXXXX.npz   (`log.ratios_every`: the whole batch)
 
@@ -86,7 +86,14 @@ def shared_steps(fidelity: Fidelity, arms: Sequence[str], seeds: Sequence[int]) 
     return sorted(set.intersection(*sets)) if sets else []
 
 
-def matrix(fidelity: Fidelity, arm: str, seeds: Sequence[int], steps: Sequence[int], field: str):
+def common_steps(fidelity: Fidelity) -> list[int]:
+    """The dump steps every run of the sweep holds: what the pooled tables compare over."""
+    return shared_steps(fidelity, list(fidelity), sorted(set().union(*fidelity.values())))
+
+
+def matrix(
+    fidelity: Fidelity, arm: str, seeds: Sequence[int], steps: Sequence[int], field: str
+) -> np.ndarray:
     """[len(seeds), len(steps)] of one field's share."""
     return np.array([[fidelity[arm][s][t][field] for t in steps] for s in seeds], np.float64)
 
@@ -95,7 +102,7 @@ def fidelity_rows(fidelity: Fidelity, baseline: str | None = None, **boot: Any) 
     """Rows "arm, field, mean share [90%], the same over the late half, minus the baseline over
     the late half [90%], seeds x dump steps" (percent), every arm over the dump steps that all
     runs share (so the rows compare), the late half their second half."""
-    steps = shared_steps(fidelity, list(fidelity), sorted(set().union(*fidelity.values())))
+    steps = common_steps(fidelity)
     if not steps:
         return []
     late = slice(len(steps) // 2, None)
@@ -126,7 +133,7 @@ def payoff_rows(fidelity: Fidelity, **boot: Any) -> list[list[str]]:
     """Rows "arm, P(result right | columns right), P(result right | not), their difference [90%],
     share with the columns right" (percent) over the dump steps all runs share: whether right
     working earns reward, which is what lets the policy keep it."""
-    steps = shared_steps(fidelity, list(fidelity), sorted(set().union(*fidelity.values())))
+    steps = common_steps(fidelity)
     rows = []
     for arm in sorted(fidelity) if steps else []:
         seeds = sorted(fidelity[arm])
@@ -171,7 +178,7 @@ def per_step_rows(fidelity: Fidelity) -> list[list[str]]:
 def fidelity_report(fidelity: Fidelity, baseline: str | None = None, **boot: Any) -> str:
     """Markdown: the pooled table (`fidelity_rows`), then the per-step one."""
     rows = fidelity_rows(fidelity, baseline, **boot)
-    steps = shared_steps(fidelity, list(fidelity), sorted(set().union(*fidelity.values())))
+    steps = common_steps(fidelity)
     span = (
         f"dump steps {steps[0]}-{steps[-1]}, late half from {steps[len(steps) // 2]}"
         if steps
