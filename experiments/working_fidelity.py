@@ -8,8 +8,8 @@ grades each response against the task's demonstration (calclip_jax.data.tasks.co
 result right, every column written, columns summing the right digits, column sums true, the
 working verbatim. Prints per arm the share over the dump steps all arms share and over their
 second half, with 90% bootstrap intervals over seeds and steps, the late half paired against
---baseline, then the shares per dump step; --out also writes it, --figure draws the shares over
-RL steps.
+--baseline; then how often the result is right with the columns right and without; then the
+shares per dump step. --out also writes it, --figure draws the shares over RL steps.
 """
 
 from __future__ import annotations
