@@ -22,7 +22,7 @@ from calclip_jax.analysis.paired import (
     ratio_difference,
     ratio_of_means,
 )
-from calclip_jax.data.tasks.column_working import FIELDS, check_working, operands
+from calclip_jax.data.tasks.column_working import FIELDS, check_working, operands, pass_rates
 from calclip_jax.probes.dump_responses import DumpedResponse, decode_dump
 from calclip_jax.probes.eval_checkpoint import run_spec_of
 from calclip_jax.reports.paired_arms import markdown_table
@@ -51,11 +51,8 @@ def batch_shares(responses: Sequence[DumpedResponse]) -> Shares:
         for r in responses
         if (numbers := operands(r.prompt)) is not None and len(numbers) >= 2
     ]
-    if not checks:
-        return dict.fromkeys((*FIELDS, JOINT), float("nan"))
-    shares = {f: float(np.mean([getattr(c, f) for c in checks])) for f in FIELDS}
-    shares[JOINT] = float(np.mean([c.result_right and c.columns_right for c in checks]))
-    return shares
+    joint = [c.result_right and c.columns_right for c in checks]
+    return {**pass_rates(checks), JOINT: sum(joint) / len(joint) if joint else float("nan")}
 
 
 def run_fidelity(workdir: str | Path) -> dict[int, Shares]:

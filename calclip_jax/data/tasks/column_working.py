@@ -22,6 +22,7 @@ column statements).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Sequence
 
@@ -103,3 +104,10 @@ def check_working(numbers: Sequence[int], response: str) -> WorkingCheck:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(WorkingCheck))
+
+
+def pass_rates(checks: Sequence[WorkingCheck]) -> dict[str, float]:
+    """Each check's share of `checks` passing it (NaN for every check when there are none)."""
+    return {
+        f: sum(getattr(c, f) for c in checks) / len(checks) if checks else math.nan for f in FIELDS
+    }

@@ -14,17 +14,14 @@ how much of each rollout batch's working is right (`working_*`, `column_working.
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from collections.abc import Sequence
 from typing import ClassVar
 
-import numpy as np
-
 from calclip_jax.data.example import Example
 from calclip_jax.data.registry import register_task
 from calclip_jax.data.tasks.chat_arithmetic import ChatArithmeticTask
-from calclip_jax.data.tasks.column_working import FIELDS, check_working, column_working
+from calclip_jax.data.tasks.column_working import check_working, column_working, pass_rates
 
 WORDS = "write carry so"  # the words of the working, besides digits and " +=,;"
 
@@ -72,8 +69,4 @@ class WorkedAdditionTask(ChatArithmeticTask):
         checks = [
             check_working(ex.numbers, text) for ex, text in zip(examples, responses, strict=True)
         ]
-        return {
-            f"working_{f}": float(np.mean([getattr(c, f) for c in checks])) if checks else math.nan
-            for f in FIELDS
-            if f != "result_right"
-        }
+        return {f"working_{f}": v for f, v in pass_rates(checks).items() if f != "result_right"}
