@@ -1,5 +1,8 @@
-"""experiments.working_fidelity on a tiny worked_addition sweep: the shares are those of the
-decoded dumps, identical arms pair to zero, and bad input is named."""
+"""The dump reports on a tiny worked_addition sweep of two identical arms.
+
+experiments.working_fidelity: the shares are those of the decoded dumps, identical arms pair to
+zero. experiments.garbled_coincidence: the counts are those of the decoded dumps and metrics.
+Both name bad input."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import pytest
 from experiments_testutil import tiny_config
 
 from calclip_jax.probes.dump_responses import dump_responses
+from calclip_jax.reports.garbled_coincidence import load_sweep
 from calclip_jax.reports.working_fidelity import batch_shares, sweep_fidelity
 from calclip_jax.train.rl_loop import run_experiment
 from calclip_jax.workdir import run_record as R
@@ -64,3 +68,30 @@ def test_cli_writes_the_report_and_figure_and_names_bad_input(sweep, tmp_path):
     assert bad.returncode != 0 and "no arm 'c'; arms: ['a', 'b']" in bad.stderr
     empty = subprocess.run([*cmd[:-2], f"--sweep={tmp_path}"], capture_output=True, text=True)
     assert empty.returncode != 0 and "holds a ratio dump" in empty.stderr
+
+
+def test_garbled_coincidence_counts_the_dumps_and_names_bad_input(sweep, tmp_path):
+    cmd = [sys.executable, "-m", "experiments.garbled_coincidence", f"--sweep={sweep}"]
+    out = tmp_path / "g.md"
+    done = subprocess.run([*cmd, "--threshold=0", f"--out={out}"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == done.stdout and "exceeds 0," in done.stdout
+    shares = [r["garbled_frac"] for r in R.read_metrics(sweep / "a__seed0")]
+    spikes = sum(s > 0 for s in shares)
+    cut = [
+        len({r.prompt for r in dump_responses(sweep / "a__seed0", step)[1] if not r.finished})
+        for step in (1, 2)
+    ]
+    row = next(r for r in done.stdout.splitlines() if r.startswith("| 0 | `a` / `b` |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:5] == ["2", f"{spikes} / {spikes}", str(spikes)]  # identical arms: all shared
+    assert cells[7:9] == [f"{sum(cut)} / {sum(cut)}", str(sum(cut))]
+    run = load_sweep(sweep)[0]["a"]
+    assert [len(run.batches[s][1]) for s in (1, 2)] == cut
+    bad = subprocess.run([*cmd, "--threshold=1.5"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--threshold must lie in [0, 1), got 1.5" in bad.stderr
+    shutil.copytree(sweep / "a__seed0", tmp_path / "one" / "a__seed0")
+    lone = subprocess.run(
+        [*cmd[:-1], f"--sweep={tmp_path / 'one'}"], capture_output=True, text=True
+    )
+    assert lone.returncode != 0 and "has two arms to pair" in lone.stderr

@@ -1,0 +1,122 @@
+"""Do arms garble at the same RL steps, and on the same prompts? A seeded sweep's pairs of arms.
+
+    <sweep>/<arm>__seed<k>/metrics.jsonl    garbled_frac at every RL step
+    <sweep>/<arm>__seed<k>/ratios/          the whole batch at each dump step (`log.ratios_every`)
+
+Per seed and pair of arms: the steps where both arms' garbled share exceeds a threshold, against
+circular shifts of one arm's series; then, at the dump steps both runs hold, the prompts with an
+unfinished (garbled) response in both, against random prompts (`analysis.coincidence`). A
+coincidence in steps that does not recur in prompts points to chance or to the batch as a whole,
+not to particular prompts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+
+import numpy as np
+
+from calclip_jax.analysis.coincidence import Coincidence, prompt_coincidence, spike_coincidence
+from calclip_jax.probes.dump_responses import decode_dump
+from calclip_jax.probes.eval_checkpoint import run_spec_of
+from calclip_jax.reports.metrics import load_columns
+from calclip_jax.reports.paired_arms import markdown_table
+from calclip_jax.workdir.ratio_dumps import dump_steps
+from calclip_jax.workdir.run_record import find_arms
+from calclip_jax.workdir.seed_names import split_seeded_name
+
+METRIC = "garbled_frac"
+Batch = tuple[frozenset[str], frozenset[str]]  # (the step's prompts, those with a cut response)
+
+
+@dataclasses.dataclass(frozen=True)
+class GarbledRun:
+    """One run's garbled share per RL step, and per dump step its batch's prompts and those of
+    them with an unfinished response."""
+
+    share: dict[int, float]
+    batches: dict[int, Batch]
+
+
+def load_run(workdir: str | Path) -> GarbledRun:
+    """A run's `GarbledRun`: its metrics and its decoded ratio dumps."""
+    cols = load_columns(workdir)
+    steps = cols.get("step", np.zeros(0, np.int64)).astype(np.int64)
+    values = cols.get(METRIC, np.full(steps.shape, np.nan)).astype(np.float64)
+    batches: dict[int, Batch] = {}
+    dumps = dump_steps(workdir)
+    if dumps:
+        tokenizer = run_spec_of(workdir).tokenizer
+        for step, path in sorted(dumps.items()):
+            rows = decode_dump(path, tokenizer)
+            cut = frozenset(r.prompt for r in rows if not r.finished)
+            batches[step] = (frozenset(r.prompt for r in rows), cut)
+    return GarbledRun(dict(zip(steps.tolist(), values.tolist(), strict=True)), batches)
+
+
+Sweep = dict[int, dict[str, GarbledRun]]  # seed -> arm -> run
+
+
+def load_sweep(sweep_dir: str | Path) -> Sweep:
+    """Every run under `sweep_dir`, by seed and arm."""
+    out: Sweep = {}
+    for name, path in find_arms(sweep_dir).items():
+        arm, seed = split_seeded_name(name)
+        out.setdefault(seed or 0, {})[arm] = load_run(path)
+    return out
+
+
+def step_coincidence(a: GarbledRun, b: GarbledRun, threshold: float) -> Coincidence:
+    """`spike_coincidence` of the two runs' garbled shares over the RL steps both logged."""
+    steps = sorted(set(a.share) & set(b.share))
+    x = np.array([a.share[s] for s in steps], np.float64)
+    y = np.array([b.share[s] for s in steps], np.float64)
+    return spike_coincidence(x, y, threshold)
+
+
+def batch_coincidence(a: GarbledRun, b: GarbledRun) -> Coincidence:
+    """`prompt_coincidence` over the dump steps both runs hold; raises where the two batches'
+    prompts differ (the arms do not share prompts, so nothing pairs)."""
+    steps = []
+    for step in sorted(set(a.batches) & set(b.batches)):
+        (prompts_a, cut_a), (prompts_b, cut_b) = a.batches[step], b.batches[step]
+        if prompts_a != prompts_b:
+            raise ValueError(f"the two runs' batches at RL step {step} hold different prompts")
+        steps.append((len(prompts_a), set(cut_a), set(cut_b)))
+    return prompt_coincidence(steps)
+
+
+def _cells(c: Coincidence) -> list[str]:
+    p = "n/a" if np.isnan(c.p_value) else f"{c.p_value:.2f}"
+    return [f"{c.hits[0]} / {c.hits[1]}", str(c.shared), f"{c.expected:.2f}", p]
+
+
+def coincidence_rows(sweep: Sweep, threshold: float) -> list[list[str]]:
+    """Per seed and pair of arms: steps, both tests' cells."""
+    rows = []
+    for seed, arms in sorted(sweep.items()):
+        for x, y in itertools.combinations(sorted(arms), 2):
+            steps = step_coincidence(arms[x], arms[y], threshold)
+            prompts = batch_coincidence(arms[x], arms[y])
+            rows.append(
+                [str(seed), f"`{x}` / `{y}`", str(steps.units), *_cells(steps), *_cells(prompts)]
+            )
+    return rows
+
+
+def coincidence_report(sweep: Sweep, threshold: float) -> str:
+    """The table as Markdown, with what its columns are."""
+    header = ["seed", "arms", "steps", "spike steps", "in both", "expected", "p"]
+    header += ["cut prompts", "in both", "expected", "p"]
+    legend = (
+        f"Spike steps: RL steps whose garbled share exceeds {threshold:g}, in each arm. In both:"
+        " steps where both spike. Expected and p: the mean count and P(count >= in both) over"
+        " every circular shift of the second arm's series. Cut prompts: at the ratio dumps both"
+        " runs hold, the prompts with an unfinished response (each step's prompt counted once),"
+        " in each arm. In both: prompts cut in both at the same step. Expected and p: each arm's"
+        " cut prompts drawn at random among the step's prompts (exact)."
+    )
+    table = markdown_table(header, coincidence_rows(sweep, threshold))
+    return f"### Garbled steps and garbled prompts, per pair of arms\n\n{legend}\n\n{table}\n"

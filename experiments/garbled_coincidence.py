@@ -1,0 +1,49 @@
+"""Do arms garble at the same RL steps, and on the same prompts?
+
+    python -m experiments.garbled_coincidence --sweep=results/smollm2_break [--threshold=0.03] \
+        [--out=garbled_coincidence.md]
+
+For every seed and pair of arms under --sweep: the RL steps where both arms' garbled share exceeds
+--threshold, against circular shifts of one arm's series; then, at the ratio dumps both runs hold,
+the prompts with an unfinished response in both arms, against random prompts
+(calclip_jax.reports.garbled_coincidence). --out also writes the table.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from absl import app, flags, logging
+
+from calclip_jax.config import ConfigError
+from calclip_jax.probes.eval_checkpoint import EvalError
+from calclip_jax.reports.garbled_coincidence import coincidence_report, load_sweep
+from calclip_jax.workdir.run_record import RunRecordError
+
+_SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
+_THRESHOLD = flags.DEFINE_float(
+    "threshold", 0.03, "Garbled share above which an RL step counts as a spike."
+)
+_OUT = flags.DEFINE_string("out", None, "Also write the table to this Markdown file.")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if not 0.0 <= _THRESHOLD.value < 1.0:
+        sys.exit(f"garbled_coincidence: --threshold must lie in [0, 1), got {_THRESHOLD.value}")
+    try:
+        sweep = load_sweep(_SWEEP.value)
+        if not any(len(arms) > 1 for arms in sweep.values()):
+            sys.exit(f"garbled_coincidence: no seed under {_SWEEP.value} has two arms to pair")
+        text = coincidence_report(sweep, _THRESHOLD.value)
+    except (ConfigError, EvalError, RunRecordError, ValueError) as err:
+        sys.exit(f"garbled_coincidence: {err}")
+    print(text, end="")
+    if _OUT.value:
+        Path(_OUT.value).write_text(text)
+
+
+if __name__ == "__main__":
+    logging.set_verbosity(logging.WARNING)
+    app.run(main)

@@ -1,0 +1,59 @@
+"""Garbled steps and prompts per pair of arms (calclip_jax.reports.garbled_coincidence), on
+synthetic runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from calclip_jax.reports.garbled_coincidence import (
+    GarbledRun,
+    batch_coincidence,
+    coincidence_report,
+    coincidence_rows,
+    step_coincidence,
+)
+
+PROMPTS = frozenset(f"p{i}" for i in range(16))
+
+
+def run(share: dict[int, float], cut: dict[int, set[str]]) -> GarbledRun:
+    return GarbledRun(share, {s: (PROMPTS, frozenset(c)) for s, c in cut.items()})
+
+
+def test_steps_pair_over_the_steps_both_runs_logged():
+    a = run({1: 0.1, 2: 0.0, 3: 0.2, 4: 0.0}, {})
+    b = run({1: 0.1, 2: 0.0, 3: 0.0}, {})  # shorter: step 4 is dropped
+    got = step_coincidence(a, b, 0.03)
+    assert got.units == 3 and got.hits == (2, 1) and got.shared == 1
+    assert got.expected == pytest.approx((2 * 1 - 1) / 2)
+
+
+def test_prompts_pair_over_the_dump_steps_both_runs_hold():
+    a = run({}, {5: {"p1", "p2"}, 10: {"p3"}, 15: {"p4"}})
+    b = run({}, {5: {"p2"}, 10: set()})  # no dump at 15
+    got = batch_coincidence(a, b)
+    assert got.hits == (3, 1) and got.shared == 1 and got.units == 32
+    assert got.expected == pytest.approx(2 * 1 / 16)
+
+
+def test_batches_with_different_prompts_do_not_pair():
+    a = run({}, {5: {"p1"}})
+    other = GarbledRun({}, {5: (frozenset({"q"}), frozenset({"q"}))})
+    with pytest.raises(ValueError, match="RL step 5 hold different prompts"):
+        batch_coincidence(a, other)
+
+
+def test_rows_cover_every_pair_of_each_seed():
+    a = run({1: 0.1, 2: 0.0}, {1: {"p1"}})
+    sweep = {0: {"x": a, "y": a, "z": a}, 1: {"x": a, "y": a}}
+    rows = coincidence_rows(sweep, 0.03)
+    assert [r[:2] for r in rows] == [
+        ["0", "`x` / `y`"],
+        ["0", "`x` / `z`"],
+        ["0", "`y` / `z`"],
+        ["1", "`x` / `y`"],
+    ]
+    assert rows[0][2:] == ["2", "1 / 1", "1", "0.00", "0.00", "1 / 1", "1", "0.06", "0.06"]
+    text = coincidence_report(sweep, 0.03)
+    assert "exceeds 0.03, in each arm" in text
+    assert text.count("\n| ") == 1 + len(rows)  # the header, then one line per row
