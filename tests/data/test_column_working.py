@@ -15,6 +15,7 @@ from calclip_jax.data.tasks.column_working import (
     column_statements,
     column_working,
     operands,
+    token_roles,
 )
 
 NUMBERS = st.lists(st.integers(0, 9999), min_size=2, max_size=4)
@@ -94,3 +95,31 @@ def test_operands_read_the_tasks_prompts():
         chat = f"system text\nuser\n{ex.prompt}\nassistant\n"  # as a dump decodes it
         assert operands(chat) == tuple(ex.numbers)
     assert operands("What is the capital of France?") is None
+
+
+@given(NUMBERS)
+def test_token_roles_split_the_demonstration_at_its_closing_so(numbers):
+    """One piece per character, as a digit-per-token tokenizer gives: every digit of the closing
+    clause is the result's, every digit before it the working's."""
+    text = column_working(numbers)
+    working, closing = text.rsplit("so ", 1)
+    roles = token_roles(list(text))
+    assert roles.count("result digit") == sum(c.isdigit() for c in closing)
+    assert roles.count("working digit") == sum(c.isdigit() for c in working)
+    assert [r == "other" for r in roles] == [not c.isdigit() for c in text]
+
+
+def test_token_roles_read_multi_character_pieces():
+    pieces = ["7", " +", " 8", " =", " 15", ";", " so", " 15", "also"]
+    assert token_roles(pieces) == [
+        "working digit",
+        "other",
+        "working digit",
+        "other",
+        "working digit",
+        "other",
+        "other",
+        "result digit",
+        "other",
+    ]
+    assert token_roles(["al", "so", " 3"]) == ["other", "other", "working digit"]  # not the word

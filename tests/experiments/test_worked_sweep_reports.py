@@ -58,10 +58,14 @@ def test_cli_writes_the_report_and_figure_and_names_bad_input(sweep, tmp_path):
     cmd = [sys.executable, "-m", "experiments.working_fidelity", f"--sweep={sweep}", "--n_boot=50"]
     out, png = tmp_path / "f.md", tmp_path / "f.png"
     done = subprocess.run(
-        [*cmd, "--baseline=a", f"--out={out}", f"--figure={png}"], capture_output=True, text=True
+        [*cmd, "--baseline=a", f"--out={out}", f"--figure={png}", "--surprisal"],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     assert out.read_text() == done.stdout and png.stat().st_size > 0
+    roles = [r.split("|")[2:] for r in done.stdout.splitlines() if "digit |" in r or "other |" in r]
+    assert len(roles) == 6 and roles[:3] == roles[3:]  # arms a and b: identical dumps
     b_rows = [r for r in done.stdout.splitlines() if r.startswith("| b |") and "1 x 2" in r]
     assert len(b_rows) == 5 and all(r.endswith("| 0 [0, 0] | 1 x 2 |") for r in b_rows)
     bad = subprocess.run([*cmd, "--baseline=c"], capture_output=True, text=True)

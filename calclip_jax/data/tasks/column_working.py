@@ -32,6 +32,8 @@ STATEMENT = re.compile(r"(\d+(?:\s*\+\s*\d+)+)\s*=\s*(\d+)")
 EXPRESSION = re.compile(r"\d+(?:\s*\+\s*\d+)+")
 INTEGER = re.compile(r"\d+")
 CLOSING = "so "
+CLOSING_WORD = re.compile(r"\bso\b")  # the closing clause has begun once the text holds it
+ROLES = ("working digit", "result digit", "other")  # `token_roles`' labels
 
 
 def column_working(numbers: Sequence[int]) -> str:
@@ -111,3 +113,16 @@ def pass_rates(checks: Sequence[WorkingCheck]) -> dict[str, float]:
     return {
         f: sum(getattr(c, f) for c in checks) / len(checks) if checks else math.nan for f in FIELDS
     }
+
+
+def token_roles(pieces: Sequence[str]) -> list[str]:
+    """Each response token's role, from the tokens' texts in order: a digit before the closing
+    "so" is the working's, a digit after it the result's, anything else "other" (`ROLES`)."""
+    roles, text = [], ""
+    for piece in pieces:
+        if not piece.strip().isdigit():
+            roles.append(ROLES[2])
+        else:
+            roles.append(ROLES[1] if CLOSING_WORD.search(text) else ROLES[0])
+        text += piece
+    return roles

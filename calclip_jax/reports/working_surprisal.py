@@ -1,0 +1,116 @@
+"""Where a `worked_addition` sweep's policy is uncertain: surprisal per token role, per arm.
+
+A sampled token's surprisal, -log p under the policy that sampled it (the dump's `old_logp_full`:
+theta_old in the trainer's precision), is an unbiased estimate of that position's entropy. Split
+by role (`column_working.token_roles`: the working's digits, the result's digits, everything
+else) it tells which part of a response carries a rise in the logged entropy: the working, which
+the reward ignores, or the result it scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from calclip_jax.data.tasks.column_working import ROLES, token_roles
+from calclip_jax.probes.eval_checkpoint import run_spec_of
+from calclip_jax.reports.paired_arms import markdown_table
+from calclip_jax.workdir.ratio_dumps import dump_rows, dump_steps, load_dump
+from calclip_jax.workdir.run_record import find_arms
+from calclip_jax.workdir.seed_names import split_seeded_name
+
+Totals = dict[str, tuple[float, int]]  # role -> (summed surprisal in nats, tokens)
+Surprisal = dict[str, dict[int, dict[int, Totals]]]  # arm -> seed -> dump step -> totals
+
+
+def batch_totals(pieces: Sequence[Sequence[str]], logps: Sequence[np.ndarray]) -> Totals:
+    """Per role, the summed surprisal and the token count over a batch's responses (each given as
+    its tokens' texts and their log-probs)."""
+    sums = {role: 0.0 for role in ROLES}
+    counts = {role: 0 for role in ROLES}
+    for texts, logp in zip(pieces, logps, strict=True):
+        for role, value in zip(token_roles(texts), np.asarray(logp, np.float64), strict=True):
+            sums[role] -= float(value)
+            counts[role] += 1
+    return {role: (sums[role], counts[role]) for role in ROLES}
+
+
+def run_surprisal(workdir: str | Path) -> dict[int, Totals]:
+    """Dump step -> `batch_totals` of that step's batch, for one run (empty without dumps)."""
+    steps = dump_steps(workdir)
+    if not steps:
+        return {}
+    tokenizer = run_spec_of(workdir).tokenizer
+    out = {}
+    for step, path in sorted(steps.items()):
+        rows, logp = dump_rows(path), load_dump(path)["old_logp_full"]
+        if rows is None:
+            continue  # written before dumps kept the token ids
+        mask = rows["response_mask"] > 0
+        pieces = [
+            [tokenizer.decode([int(t)]) for t in ids[m]]
+            for ids, m in zip(rows["tokens"], mask, strict=True)
+        ]
+        out[step] = batch_totals(pieces, [lp[m] for lp, m in zip(logp, mask, strict=True)])
+    return out
+
+
+def sweep_surprisal(sweep_dir: str | Path) -> Surprisal:
+    """`run_surprisal` of every run under `sweep_dir` that dumped, by arm and seed."""
+    out: Surprisal = {}
+    for name, path in find_arms(sweep_dir).items():
+        got = run_surprisal(path)
+        if got:
+            arm, seed = split_seeded_name(name)
+            out.setdefault(arm, {})[seed or 0] = got
+    return out
+
+
+def pooled(by_seed: dict[int, dict[int, Totals]], steps: Sequence[int], role: str) -> float:
+    """Token-weighted mean surprisal of `role` over `steps` of every seed (NaN without tokens)."""
+    total = [by_seed[s][t][role] for s in by_seed for t in steps if t in by_seed[s]]
+    count = sum(n for _, n in total)
+    return sum(v for v, _ in total) / count if count else float("nan")
+
+
+def shared_steps(surprisal: Surprisal) -> list[int]:
+    """The dump steps every run holds."""
+    runs = [set(by_step) for by_seed in surprisal.values() for by_step in by_seed.values()]
+    return sorted(set.intersection(*runs)) if runs else []
+
+
+def surprisal_report(surprisal: Surprisal, steps: Sequence[int]) -> str:
+    """Markdown: per arm and role, the mean surprisal over the first and the second half of
+    `steps` (the dump steps the arms share) and each role's share of all the late half's."""
+    if not steps:
+        return "No dump step is shared by all runs.\n"
+    early, late = steps[: len(steps) // 2], steps[len(steps) // 2 :]
+    rows = []
+    for arm, by_seed in sorted(surprisal.items()):
+        late_total = sum(by_seed[s][t][r][0] for s in by_seed for t in late for r in ROLES)
+        for role in ROLES:
+            late_role = sum(by_seed[s][t][role][0] for s in by_seed for t in late)
+            share = late_role / late_total if late_total > 0 else float("nan")
+            rows.append(
+                [
+                    arm,
+                    role,
+                    f"{pooled(by_seed, early, role):.3f}",
+                    f"{pooled(by_seed, late, role):.3f}",
+                    f"{100 * share:.0f}",
+                ]
+            )
+    header = [
+        "arm",
+        "tokens",
+        f"nats a token, steps {early[0]}-{early[-1]}" if early else "nats a token, early",
+        f"nats a token, steps {late[0]}-{late[-1]}",
+        "% of the late surprisal",
+    ]
+    return (
+        "### Surprisal by token role (-log p of the sampled token at theta_old)\n\n"
+        + markdown_table(header, rows)
+        + "\n"
+    )
