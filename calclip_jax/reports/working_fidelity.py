@@ -27,8 +27,7 @@ from calclip_jax.probes.dump_responses import DumpedResponse, decode_dump
 from calclip_jax.probes.eval_checkpoint import run_spec_of
 from calclip_jax.reports.paired_arms import markdown_table
 from calclip_jax.workdir.ratio_dumps import dump_steps
-from calclip_jax.workdir.run_record import find_arms
-from calclip_jax.workdir.seed_names import split_seeded_name
+from calclip_jax.workdir.run_record import read_arms_by_seed
 
 Shares = dict[str, float]  # WorkingCheck field (and JOINT) -> share of a batch
 Fidelity = dict[str, dict[int, dict[int, Shares]]]  # arm -> seed -> dump step -> shares
@@ -68,13 +67,7 @@ def run_fidelity(workdir: str | Path) -> dict[int, Shares]:
 
 def sweep_fidelity(sweep_dir: str | Path) -> Fidelity:
     """`run_fidelity` of every run under `sweep_dir` that dumped, by arm and seed."""
-    out: Fidelity = {}
-    for name, path in find_arms(sweep_dir).items():
-        got = run_fidelity(path)
-        if got:
-            arm, seed = split_seeded_name(name)
-            out.setdefault(arm, {})[seed or 0] = got
-    return out
+    return read_arms_by_seed(sweep_dir, run_fidelity)
 
 
 def shared_steps(fidelity: Fidelity, arms: Sequence[str], seeds: Sequence[int]) -> list[int]:

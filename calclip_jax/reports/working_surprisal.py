@@ -18,8 +18,7 @@ from calclip_jax.data.tasks.column_working import ROLES, token_roles
 from calclip_jax.probes.eval_checkpoint import run_spec_of
 from calclip_jax.reports.paired_arms import markdown_table
 from calclip_jax.workdir.ratio_dumps import dump_rows, dump_steps, load_dump
-from calclip_jax.workdir.run_record import find_arms
-from calclip_jax.workdir.seed_names import split_seeded_name
+from calclip_jax.workdir.run_record import read_arms_by_seed
 
 Totals = dict[str, tuple[float, int]]  # role -> (summed surprisal in nats, tokens)
 Surprisal = dict[str, dict[int, dict[int, Totals]]]  # arm -> seed -> dump step -> totals
@@ -59,13 +58,7 @@ def run_surprisal(workdir: str | Path) -> dict[int, Totals]:
 
 def sweep_surprisal(sweep_dir: str | Path) -> Surprisal:
     """`run_surprisal` of every run under `sweep_dir` that dumped, by arm and seed."""
-    out: Surprisal = {}
-    for name, path in find_arms(sweep_dir).items():
-        got = run_surprisal(path)
-        if got:
-            arm, seed = split_seeded_name(name)
-            out.setdefault(arm, {})[seed or 0] = got
-    return out
+    return read_arms_by_seed(sweep_dir, run_surprisal)
 
 
 def pooled(by_seed: dict[int, dict[int, Totals]], steps: Sequence[int], role: str) -> float:

@@ -24,10 +24,14 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW
+from calclip_jax.workdir.seed_names import split_seeded_name
+
+T = TypeVar("T", bound=Mapping)
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
@@ -200,6 +204,18 @@ def find_arms(sweep_dir: str | Path) -> dict[str, Path]:
     if not root.is_dir():
         return {}
     return {d.name: d for d in sorted(root.iterdir()) if d.is_dir() and is_run_dir(d)}
+
+
+def read_arms_by_seed(sweep_dir: str | Path, read: Callable[[Path], T]) -> dict[str, dict[int, T]]:
+    """`read(run folder)` of every arm under `sweep_dir`, by arm and seed (a folder without the
+    `__seed<N>` suffix counts as seed 0); runs whose result is empty are left out."""
+    out: dict[str, dict[int, T]] = {}
+    for name, path in find_arms(sweep_dir).items():
+        got = read(path)
+        if got:
+            arm, seed = split_seeded_name(name)
+            out.setdefault(arm, {})[seed or 0] = got
+    return out
 
 
 def find_runs(path: str | Path) -> dict[str, Path]:

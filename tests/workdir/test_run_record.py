@@ -97,6 +97,16 @@ def test_summary_config_and_run_discovery(tmp_path):
     assert R.find_arms(tmp_path / "missing") == {} == R.find_runs(tmp_path / "missing")
 
 
+def test_arms_read_by_seed_leave_out_empty_results(tmp_path):
+    for name in ("x__seed0", "x__seed2", "y", "z__seed1"):
+        make_run(tmp_path / name, [{"step": 1}])
+    got = R.read_arms_by_seed(tmp_path, lambda p: {} if p.name == "z__seed1" else {"run": p.name})
+    assert got == {
+        "x": {0: {"run": "x__seed0"}, 2: {"run": "x__seed2"}},
+        "y": {0: {"run": "y"}},  # no suffix: seed 0
+    }
+
+
 def test_clip_bounds_from_the_resolved_section(tmp_path):
     resolved = {"clip_bounds": [0.8, 1.28], "rollout_recipe": {"fwd": "e4m3"}}
     run = make_run(tmp_path / "new", [], config={"rl": {"preset": "dapo"}, "resolved": resolved})
