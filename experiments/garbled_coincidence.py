@@ -18,7 +18,7 @@ from absl import app, flags, logging
 
 from calclip_jax.config import ConfigError
 from calclip_jax.probes.eval_checkpoint import EvalError
-from calclip_jax.reports.garbled_coincidence import coincidence_report, load_sweep
+from calclip_jax.reports.garbled_coincidence import arms_of_seed, coincidence_report, load_sweep
 from calclip_jax.workdir.run_record import RunRecordError
 
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
@@ -34,7 +34,7 @@ def main(argv: list[str]) -> None:
         sys.exit(f"garbled_coincidence: --threshold must lie in [0, 1), got {_THRESHOLD.value}")
     try:
         sweep = load_sweep(_SWEEP.value)
-        if not any(len(arms) > 1 for arms in sweep.values()):
+        if not any(len(arms) > 1 for arms in arms_of_seed(sweep).values()):
             sys.exit(f"garbled_coincidence: no seed under {_SWEEP.value} has two arms to pair")
         text = coincidence_report(sweep, _THRESHOLD.value)
     except (ConfigError, EvalError, RunRecordError, ValueError) as err:

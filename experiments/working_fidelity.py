@@ -24,8 +24,8 @@ from absl import app, flags, logging
 
 from calclip_jax.config import ConfigError
 from calclip_jax.probes.eval_checkpoint import EvalError
-from calclip_jax.reports.working_fidelity import fidelity_report, sweep_fidelity
-from calclip_jax.reports.working_surprisal import shared_steps, surprisal_report, sweep_surprisal
+from calclip_jax.reports.working_fidelity import common_steps, fidelity_report, sweep_fidelity
+from calclip_jax.reports.working_surprisal import surprisal_report, sweep_surprisal
 from calclip_jax.workdir.run_record import RunRecordError
 
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> None:
     text = fidelity_report(fidelity, _BASELINE.value, n_boot=_BOOT.value)
     if _SURPRISAL.value:
         surprisal = sweep_surprisal(_SWEEP.value)
-        text += "\n" + surprisal_report(surprisal, shared_steps(surprisal))
+        text += "\n" + surprisal_report(surprisal, common_steps(surprisal))
     print(text, end="")
     if _OUT.value:
         Path(_OUT.value).write_text(text)

@@ -30,11 +30,6 @@ class Coincidence:
     expected: float  # mean of `shared` under the null
     p_value: float  # P(shared >= observed) under the null (NaN where nothing is marked)
 
-    @property
-    def ratio(self) -> float:
-        """`shared / expected` (NaN when nothing is expected)."""
-        return self.shared / self.expected if self.expected > 0 else float("nan")
-
 
 def spike_coincidence(x: np.ndarray, y: np.ndarray, threshold: float) -> Coincidence:
     """Steps where both `x` and `y` exceed `threshold` (steps where either is NaN dropped),

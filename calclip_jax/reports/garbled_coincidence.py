@@ -24,8 +24,7 @@ from calclip_jax.probes.eval_checkpoint import run_spec_of
 from calclip_jax.reports.metrics import load_columns
 from calclip_jax.reports.paired_arms import markdown_table
 from calclip_jax.workdir.ratio_dumps import dump_steps
-from calclip_jax.workdir.run_record import find_arms
-from calclip_jax.workdir.seed_names import split_seeded_name
+from calclip_jax.workdir.run_record import read_arms_by_seed
 
 METRIC = "garbled_frac"
 Batch = tuple[frozenset[str], frozenset[str]]  # (the step's prompts, those with a cut response)
@@ -56,16 +55,18 @@ def load_run(workdir: str | Path) -> GarbledRun:
     return GarbledRun(dict(zip(steps.tolist(), values.tolist(), strict=True)), batches)
 
 
-Sweep = dict[int, dict[str, GarbledRun]]  # seed -> arm -> run
+Sweep = dict[str, dict[int, GarbledRun]]  # arm -> seed -> run
 
 
 def load_sweep(sweep_dir: str | Path) -> Sweep:
-    """Every run under `sweep_dir`, by seed and arm."""
-    out: Sweep = {}
-    for name, path in find_arms(sweep_dir).items():
-        arm, seed = split_seeded_name(name)
-        out.setdefault(seed or 0, {})[arm] = load_run(path)
-    return out
+    """Every run under `sweep_dir`, by arm and seed."""
+    return read_arms_by_seed(sweep_dir, load_run)
+
+
+def arms_of_seed(sweep: Sweep) -> dict[int, list[str]]:
+    """Seed -> the arms that ran it, sorted."""
+    seeds = sorted(set().union(*sweep.values()))
+    return {seed: sorted(a for a in sweep if seed in sweep[a]) for seed in seeds}
 
 
 def step_coincidence(a: GarbledRun, b: GarbledRun, threshold: float) -> Coincidence:
@@ -96,10 +97,10 @@ def _cells(c: Coincidence) -> list[str]:
 def coincidence_rows(sweep: Sweep, threshold: float) -> list[list[str]]:
     """Per seed and pair of arms: steps, both tests' cells."""
     rows = []
-    for seed, arms in sorted(sweep.items()):
-        for x, y in itertools.combinations(sorted(arms), 2):
-            steps = step_coincidence(arms[x], arms[y], threshold)
-            prompts = batch_coincidence(arms[x], arms[y])
+    for seed, arms in arms_of_seed(sweep).items():
+        for x, y in itertools.combinations(arms, 2):
+            a, b = sweep[x][seed], sweep[y][seed]
+            steps, prompts = step_coincidence(a, b, threshold), batch_coincidence(a, b)
             rows.append(
                 [str(seed), f"`{x}` / `{y}`", str(steps.units), *_cells(steps), *_cells(prompts)]
             )

@@ -10,7 +10,7 @@ intervals resample seeds, then dump steps (`analysis.paired`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from calclip_jax.workdir.run_record import read_arms_by_seed
 
 Shares = dict[str, float]  # WorkingCheck field (and JOINT) -> share of a batch
 Fidelity = dict[str, dict[int, dict[int, Shares]]]  # arm -> seed -> dump step -> shares
+PerDump = Mapping[str, Mapping[int, Mapping[int, object]]]  # any arm -> seed -> dump step -> value
 
 JOINT = "result_and_columns_right"  # share with both: what "does right working pay?" reads
 LABELS = {
@@ -70,13 +71,13 @@ def sweep_fidelity(sweep_dir: str | Path) -> Fidelity:
     return read_arms_by_seed(sweep_dir, run_fidelity)
 
 
-def shared_steps(fidelity: Fidelity, arms: Sequence[str], seeds: Sequence[int]) -> list[int]:
+def shared_steps(fidelity: PerDump, arms: Sequence[str], seeds: Sequence[int]) -> list[int]:
     """The dump steps every run of `arms` among `seeds` holds: where arms pair."""
     sets = [set(fidelity[a][s]) for a in arms for s in seeds if s in fidelity[a]]
     return sorted(set.intersection(*sets)) if sets else []
 
 
-def common_steps(fidelity: Fidelity) -> list[int]:
+def common_steps(fidelity: PerDump) -> list[int]:
     """The dump steps every run of the sweep holds: what the pooled tables compare over."""
     return shared_steps(fidelity, list(fidelity), sorted(set().union(*fidelity.values())))
 

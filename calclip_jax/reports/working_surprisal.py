@@ -61,17 +61,17 @@ def sweep_surprisal(sweep_dir: str | Path) -> Surprisal:
     return read_arms_by_seed(sweep_dir, run_surprisal)
 
 
-def pooled(by_seed: dict[int, dict[int, Totals]], steps: Sequence[int], role: str) -> float:
-    """Token-weighted mean surprisal of `role` over `steps` of every seed (NaN without tokens)."""
-    total = [by_seed[s][t][role] for s in by_seed for t in steps if t in by_seed[s]]
-    count = sum(n for _, n in total)
-    return sum(v for v, _ in total) / count if count else float("nan")
+def summed(
+    by_seed: dict[int, dict[int, Totals]], steps: Sequence[int], role: str
+) -> tuple[float, int]:
+    """`role`'s summed surprisal and token count over `steps` of every seed."""
+    cells = [by_seed[s][t][role] for s in by_seed for t in steps if t in by_seed[s]]
+    return sum(v for v, _ in cells), sum(n for _, n in cells)
 
 
-def shared_steps(surprisal: Surprisal) -> list[int]:
-    """The dump steps every run holds."""
-    runs = [set(by_step) for by_seed in surprisal.values() for by_step in by_seed.values()]
-    return sorted(set.intersection(*runs)) if runs else []
+def mean(total: tuple[float, int]) -> float:
+    """Nats a token of a `summed` total (NaN without tokens)."""
+    return total[0] / total[1] if total[1] else float("nan")
 
 
 def surprisal_report(surprisal: Surprisal, steps: Sequence[int]) -> str:
@@ -82,19 +82,13 @@ def surprisal_report(surprisal: Surprisal, steps: Sequence[int]) -> str:
     early, late = steps[: len(steps) // 2], steps[len(steps) // 2 :]
     rows = []
     for arm, by_seed in sorted(surprisal.items()):
-        late_total = sum(by_seed[s][t][r][0] for s in by_seed for t in late for r in ROLES)
+        late_sums = {role: summed(by_seed, late, role) for role in ROLES}
+        late_total = sum(v for v, _ in late_sums.values())
         for role in ROLES:
-            late_role = sum(by_seed[s][t][role][0] for s in by_seed for t in late)
-            share = late_role / late_total if late_total > 0 else float("nan")
-            rows.append(
-                [
-                    arm,
-                    role,
-                    f"{pooled(by_seed, early, role):.3f}",
-                    f"{pooled(by_seed, late, role):.3f}",
-                    f"{100 * share:.0f}",
-                ]
-            )
+            share = late_sums[role][0] / late_total if late_total > 0 else float("nan")
+            early_mean = mean(summed(by_seed, early, role))
+            late_mean = mean(late_sums[role])
+            rows.append([arm, role, f"{early_mean:.3f}", f"{late_mean:.3f}", f"{100 * share:.0f}"])
     header = [
         "arm",
         "tokens",

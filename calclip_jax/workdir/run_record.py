@@ -24,14 +24,14 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from calclip_jax.analysis.surge import SURGE_FACTOR, SURGE_WARMUP, SURGE_WINDOW
 from calclip_jax.workdir.seed_names import split_seeded_name
 
-T = TypeVar("T", bound=Mapping)
+T = TypeVar("T")
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"

@@ -90,7 +90,7 @@ def test_garbled_coincidence_counts_the_dumps_and_names_bad_input(sweep, tmp_pat
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2:5] == ["2", f"{spikes} / {spikes}", str(spikes)]  # identical arms: all shared
     assert cells[7:9] == [f"{sum(cut)} / {sum(cut)}", str(sum(cut))]
-    run = load_sweep(sweep)[0]["a"]
+    run = load_sweep(sweep)["a"][0]
     assert [len(run.batches[s][1]) for s in (1, 2)] == cut
     bad = subprocess.run([*cmd, "--threshold=1.5"], capture_output=True, text=True)
     assert bad.returncode != 0 and "--threshold must lie in [0, 1), got 1.5" in bad.stderr

@@ -45,7 +45,7 @@ def test_batches_with_different_prompts_do_not_pair():
 
 def test_rows_cover_every_pair_of_each_seed():
     a = run({1: 0.1, 2: 0.0}, {1: {"p1"}})
-    sweep = {0: {"x": a, "y": a, "z": a}, 1: {"x": a, "y": a}}
+    sweep = {"x": {0: a, 1: a}, "y": {0: a, 1: a}, "z": {0: a}}
     rows = coincidence_rows(sweep, 0.03)
     assert [r[:2] for r in rows] == [
         ["0", "`x` / `y`"],

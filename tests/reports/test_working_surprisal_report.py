@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from calclip_jax.reports.working_surprisal import batch_totals, shared_steps, surprisal_report
+from calclip_jax.reports.working_fidelity import common_steps
+from calclip_jax.reports.working_surprisal import batch_totals, surprisal_report
 
 PIECES = ["1", " +", " 2", " =", " 3", ";", " so", " 3"]  # working, working, working, result
 
@@ -29,7 +30,7 @@ def test_report_pools_token_weighted_halves_and_shares():
         return {"working digit": (work, 10), "result digit": (1.0, 10), "other": (0.0, 20)}
 
     surprisal = {"a": {0: {5: totals(2.0), 10: totals(6.0), 15: totals(9.0)}}}
-    assert shared_steps(surprisal) == [5, 10, 15]
+    assert common_steps(surprisal) == [5, 10, 15]
     text = surprisal_report(surprisal, [5, 10, 15])
     rows = {r.split("|")[2].strip(): r for r in text.splitlines() if r.startswith("| a |")}
     cells = [c.strip() for c in rows["working digit"].strip("|").split("|")]
