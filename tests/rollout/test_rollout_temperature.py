@@ -9,10 +9,12 @@ import pytest
 from rollout_testutil import TINY, init_params, prompts
 
 from calclip_jax.fp8 import PrecisionRecipe
+from calclip_jax.model import forward_logits
 from calclip_jax.rollout import sample
 from calclip_jax.train.forward import batch_logprobs
 
 BF16 = PrecisionRecipe.preset("bf16")
+FWD = jax.jit(forward_logits, static_argnums=(0, 3))
 
 
 def _rollout(params, temperature: float, **filters):
@@ -37,14 +39,21 @@ def params():
 
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 1.7])
 def test_bf16_sampler_and_trainer_agree_at_temperature(params, temperature):
+    """The decode step's dots ([B, 1] rows) and the trainer's ([B, T]) are bitwise where XLA runs
+    them with one kernel (jax 0.10 on CPU); a per-shape kernel (jax 0.12's YNNPACK fusion on our
+    Intel Xeon CI host) moves a row's logits by about one bfloat16 rounding, so the tolerance is
+    that scale: two bfloat16 ulps (2^-7 relative) of the position's largest logit, over T."""
     out = _rollout(params, temperature)
     mask = np.asarray(out.response_mask).astype(bool)
     trainer = _trainer_logp(params, out, temperature)
-    gap = np.abs(np.asarray(out.rollout_logp) - trainer)[mask]
-    assert gap.max() <= 1e-6, gap.max()
+    gap = np.abs(np.asarray(out.rollout_logp) - trainer)
+    logits = FWD(TINY, params, out.tokens, BF16, out.attn_mask)  # position t predicts token t + 1
+    scale = np.zeros_like(gap)
+    scale[:, 1:] = 2 * 2.0**-7 * np.abs(np.asarray(logits, np.float32)).max(-1)[:, :-1]
+    assert np.all(gap[mask] <= scale[mask] / temperature), (gap / scale)[mask].max()
     if temperature != 1.0:  # the untempered trainer is measurably off: the bug this guards
         untempered = _trainer_logp(params, out, 1.0)
-        assert np.abs(np.asarray(out.rollout_logp) - untempered)[mask].mean() > 1e-2
+        assert gap[mask].mean() < 1e-3 < 1e-2 < np.abs(out.rollout_logp - untempered)[mask].mean()
 
 
 def test_top_k_one_samples_with_probability_one(params):
