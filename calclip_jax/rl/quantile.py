@@ -153,7 +153,10 @@ def weighted_select(
     if _resolve(method, x_N.size) == "sort":
         order_N = jnp.argsort(jnp.where(w_N > 0, x_N, jnp.inf))
         cum_N = jnp.cumsum(w_N[order_N])
-        idx = jnp.minimum(jnp.sum(cum_N < thresh), x_N.size - 1)
+        # the cumsum rounds in another order than the total `reachable` compares: where it ends
+        # below `thresh`, stop at the last weighted entry, not on a zero-weight one past it
+        last = jnp.maximum(jnp.sum(w_N > 0) - 1, 0)
+        idx = jnp.minimum(jnp.sum(cum_N < thresh), last)
         value = x_N[order_N][idx]
     else:
         key_N = float_to_key(x_N)

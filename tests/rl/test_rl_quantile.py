@@ -82,6 +82,21 @@ def test_quantile_matches_numpy_lower(method):
 
 
 @SETTINGS
+@given(seed=st.integers(0, 2**16))
+def test_weighted_select_at_the_total_weight_is_the_largest_weighted_value(seed):
+    """thresh = the float32 total: both methods give the largest x of positive weight, though the
+    sort's cumsum may round below the total (seed 1091 did: it read a zero-weight entry)."""
+    rng = np.random.default_rng(seed)
+    x = np.exp(0.3 * rng.standard_normal(40)).astype(np.float32)
+    w = np.where(rng.random(40) < 0.7, 0.5 + 0.5 * rng.random(40), 0.0).astype(np.float32)
+    w[0] = 1.0  # at least one weighted entry
+    total = jnp.sum(jnp.asarray(w))
+    for method in ("sort", "bisect"):
+        value, reachable = _wselect[method](x, w, total)
+        assert bool(reachable) and float(value) == x[w > 0].max(), method
+
+
+@SETTINGS
 @given(seed=st.integers(0, 2**16), frac=st.floats(-0.1, 1.1))
 def test_weighted_select_sort_equals_bisect(seed, frac):
     rng = np.random.default_rng(seed)
