@@ -6,9 +6,10 @@ import jax
 import jax.numpy as jnp
 
 from calclip_jax.fp8 import PrecisionRecipe
-from calclip_jax.model import ModelConfig, Transformer
+from calclip_jax.model import ModelConfig, Transformer, forward_logits
 
 TINY = ModelConfig.preset("tiny")
+FWD = jax.jit(forward_logits, static_argnums=(0, 3))  # (config, params, tokens, recipe, mask)
 
 
 def init_params(config: ModelConfig = TINY, seed: int = 0) -> dict:

@@ -10,16 +10,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import traverse_util
-from rollout_testutil import TINY, init_params, prompts
+from rollout_testutil import FWD, TINY, init_params, prompts
 
 from calclip_jax.fp8 import PrecisionRecipe, TensorPrecision
 from calclip_jax.fp8.prequantized import PREQUANTIZED
-from calclip_jax.model import Transformer, forward_logits, token_logprobs_and_entropy
+from calclip_jax.model import Transformer, token_logprobs_and_entropy
 from calclip_jax.rollout import filter_logits, sample, sync_weights
 
 B, G, P, N = 2, 3, 5, 6
 NO_EOS = -1
-FWD = jax.jit(forward_logits, static_argnums=(0, 3))
 
 
 @pytest.fixture(scope="module")

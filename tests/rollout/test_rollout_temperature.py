@@ -6,15 +6,13 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from rollout_testutil import TINY, init_params, prompts
+from rollout_testutil import FWD, TINY, init_params, prompts
 
 from calclip_jax.fp8 import PrecisionRecipe
-from calclip_jax.model import forward_logits
 from calclip_jax.rollout import sample
 from calclip_jax.train.forward import batch_logprobs
 
 BF16 = PrecisionRecipe.preset("bf16")
-FWD = jax.jit(forward_logits, static_argnums=(0, 3))
 
 
 def _rollout(params, temperature: float, **filters):
