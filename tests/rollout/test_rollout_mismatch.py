@@ -5,13 +5,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
-from rollout_testutil import TINY, init_params, prompts
+from rollout_testutil import FWD, TINY, init_params, prompts
 
 from calclip_jax.fp8 import PrecisionRecipe
-from calclip_jax.model import forward_logits, token_logprobs_and_entropy
+from calclip_jax.model import token_logprobs_and_entropy
 from calclip_jax.rollout import sample
-
-FWD = jax.jit(forward_logits, static_argnums=(0, 3))
 
 
 def mismatch(rollout_logp, trainer_logp, mask) -> tuple[float, float]:
