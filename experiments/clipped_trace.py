@@ -12,7 +12,7 @@ in the BF16 shadow (where the run traced it), each with its 90% bootstrap interv
 With --sweep, a seeded sweep's arms pooled over seeds: what put their A<0 tokens below the bound
 (their log r against the BF16 shadow's on the same tokens; calclip_jax.reports.clip_origins),
 then the traced runs per lag with the contrast clipped minus not clipped
-(calclip_jax.reports.sweep_trace).
+(calclip_jax.reports.sweep_trace). --last_step reads the runs as they stood at that RL step.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from absl import app, flags
 
 from calclip_jax.reports.clipped_trace import trace_rows, trace_table
 from calclip_jax.workdir.run_record import RunRecordError
+from experiments.report_flags import LAST_STEP
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The run folder.")
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder, instead of --workdir.")
@@ -41,8 +42,8 @@ def sweep_main() -> None:
     if _FIGURE.value:
         sys.exit("error: --figure draws one run's trace: pass --workdir")
     try:
-        origins = clip_origins(_SWEEP.value, n_boot=_BOOT.value)
-        rows = sweep_traces(_SWEEP.value, n_boot=_BOOT.value)
+        origins = clip_origins(_SWEEP.value, n_boot=_BOOT.value, last_step=LAST_STEP.value)
+        rows = sweep_traces(_SWEEP.value, n_boot=_BOOT.value, last_step=LAST_STEP.value)
     except (RunRecordError, ValueError) as err:
         sys.exit(f"error: {err}")
     if not origins:
@@ -65,7 +66,7 @@ def main(argv: list[str]) -> None:
         sweep_main()
         return
     try:
-        rows = trace_rows(_WORKDIR.value, n_boot=_BOOT.value)
+        rows = trace_rows(_WORKDIR.value, n_boot=_BOOT.value, last_step=LAST_STEP.value)
     except (RunRecordError, ValueError) as err:
         sys.exit(f"error: {err}")
     if not rows:

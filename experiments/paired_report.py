@@ -9,7 +9,8 @@ shadow, each with a 90% bootstrap interval over seeds and blocks of steps); --ou
 Clipping asked for and used over RL steps in each calibrating arm (PNG), --curves_figure each
 arm's reward, accuracy, entropy, garbled share, response length and A<0 clip share over RL steps
 (PNG; an arm's seeds as their mean with a min-max band); --evals adds the final
-policies' greedy accuracies, paired per prompt, from an `experiments.evaluate --json` file.
+policies' greedy accuracies, paired per prompt, from an `experiments.evaluate --json` file;
+--last_step reads the runs as they stood at that RL step.
 Refuses a sweep whose arms of one seed started RL from different SFT warm starts (their
 `sft_params_digest`): they ran on different machines, and a paired difference would mix the
 starts with the treatment.
@@ -25,6 +26,7 @@ from absl import app, flags
 from calclip_jax.reports.final_policies import final_policy_report, load_scores
 from calclip_jax.reports.paired_arms import by_run_name, load_seeded_runs, paired_report
 from calclip_jax.reports.warm_starts import mixed_warm_starts, seed_digests, warm_start_line
+from experiments.report_flags import LAST_STEP
 
 _SWEEP = flags.DEFINE_string("sweep", None, "Folder of the sweep's run folders.", required=True)
 _BASELINE = flags.DEFINE_string("baseline", "bf16", "The arm every other is paired against.")
@@ -44,7 +46,7 @@ _BOOT = flags.DEFINE_integer("n_boot", 4000, "Bootstrap resamples.")
 
 def main(argv: list[str]) -> None:
     del argv
-    runs = load_seeded_runs(_SWEEP.value)
+    runs = load_seeded_runs(_SWEEP.value, LAST_STEP.value)
     if not runs:
         sys.exit(f"error: no run folders under {_SWEEP.value}")
     digests = seed_digests(_SWEEP.value)

@@ -13,6 +13,7 @@ shares per dump step. --out also writes it, --figure draws the shares over RL st
 appends, per arm, the sampled tokens' mean surprisal by role (the working's digits, the result's,
 the rest) over the first and second half of the shared dump steps
 (calclip_jax.reports.working_surprisal): which part of a response carries its entropy.
+--last_step reads the runs as they stood at that RL step.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from calclip_jax.probes.eval_checkpoint import EvalError
 from calclip_jax.reports.working_fidelity import common_steps, fidelity_report, sweep_fidelity
 from calclip_jax.reports.working_surprisal import surprisal_report, sweep_surprisal
 from calclip_jax.workdir.run_record import RunRecordError
+from experiments.report_flags import LAST_STEP
 
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
 _BASELINE = flags.DEFINE_string("baseline", None, "Arm the others are paired against.")
@@ -39,7 +41,7 @@ _SURPRISAL = flags.DEFINE_bool("surprisal", False, "Append the surprisal by toke
 def main(argv: list[str]) -> None:
     del argv
     try:
-        fidelity = sweep_fidelity(_SWEEP.value)
+        fidelity = sweep_fidelity(_SWEEP.value, LAST_STEP.value)
     except (ConfigError, EvalError, RunRecordError, ValueError) as err:
         sys.exit(f"working_fidelity: {err}")
     if not fidelity:
@@ -48,7 +50,7 @@ def main(argv: list[str]) -> None:
         sys.exit(f"working_fidelity: no arm {_BASELINE.value!r}; arms: {sorted(fidelity)}")
     text = fidelity_report(fidelity, _BASELINE.value, n_boot=_BOOT.value)
     if _SURPRISAL.value:
-        surprisal = sweep_surprisal(_SWEEP.value)
+        surprisal = sweep_surprisal(_SWEEP.value, LAST_STEP.value)
         text += "\n" + surprisal_report(surprisal, common_steps(surprisal))
     print(text, end="")
     if _OUT.value:

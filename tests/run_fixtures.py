@@ -1,6 +1,7 @@
 """Fabricated workdirs in the layout `experiments.train` writes (`workdir.run_record`)."""
 
 import json
+import shutil
 from pathlib import Path
 
 
@@ -39,3 +40,17 @@ def arm_config(
         "rl": {"preset": "grpo"},
         "log": {"surge_factor": surge_factor, "surge_warmup": 5, "surge_window": surge_window},
     }
+
+
+def truncated_copy(sweep: Path, dest: Path, last_step: int) -> Path:
+    """A copy of `sweep` as it stood at RL step `last_step`: each run's metrics rows, ratio
+    dumps and traces of later steps removed. Returns dest."""
+    shutil.copytree(sweep, dest)
+    for metrics in dest.glob("*/metrics.jsonl"):
+        rows = [line for line in metrics.read_text().splitlines() if line.strip()]
+        kept = [line for line in rows if json.loads(line)["step"] <= last_step]
+        metrics.write_text("".join(line + "\n" for line in kept))
+    for npz in dest.glob("*/ratios/*step_*.npz"):
+        if int(npz.stem.rsplit("_", 1)[1]) > last_step:
+            npz.unlink()
+    return dest

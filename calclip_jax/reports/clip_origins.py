@@ -56,9 +56,10 @@ class ClipOrigin:
     noise_to_move: Interval  # noise_rms / move_rms (1: noise as large as the move)
 
 
-def _run_rows(workdir: Path) -> dict[str, list[np.ndarray]] | None:
-    """Per measure, [num, den] row sums over the run's dumps (None: no dump with ratio_ref)."""
-    dumps = dump_steps(workdir)
+def _run_rows(workdir: Path, last_step: int | None) -> dict[str, list[np.ndarray]] | None:
+    """Per measure, [num, den] row sums over the run's dumps through `last_step` (None: no dump
+    with ratio_ref)."""
+    dumps = dump_steps(workdir, last_step)
     bounds = lower_bounds(workdir, sorted(dumps)) if dumps else {}
     parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {m: [] for m in MEASURES}
     for s, path in dumps.items():
@@ -78,11 +79,14 @@ def _run_rows(workdir: Path) -> dict[str, list[np.ndarray]] | None:
     return {m: [np.concatenate([p[i] for p in parts[m]]) for i in (0, 1)] for m in MEASURES}
 
 
-def clip_origins(sweep_dir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[ClipOrigin]:
-    """Each arm with ratio dumps, by name; its seeds are the runs that dumped."""
+def clip_origins(
+    sweep_dir: str | Path, n_boot: int = N_BOOT, seed: int = 0, last_step: int | None = None
+) -> list[ClipOrigin]:
+    """Each arm with ratio dumps (through `last_step`), by name; its seeds are the runs that
+    dumped."""
     found: dict[str, dict[int, dict[str, list[np.ndarray]]]] = {}
     for name, workdir in find_arms(sweep_dir).items():
-        rows = _run_rows(workdir)
+        rows = _run_rows(workdir, last_step)
         if rows is not None:
             arm, k = split_seeded_name(name)
             found.setdefault(arm, {})[k or 0] = rows

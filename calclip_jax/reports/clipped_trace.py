@@ -64,10 +64,10 @@ class TraceEntry:
     shadow_after: np.ndarray | None
 
 
-def trace_entries(workdir: str | Path) -> list[TraceEntry]:
-    """Every (t, s) of the run's traces, by t then s; ValueError naming the file when a traced
-    dump is gone or lacks old_logp_full."""
-    found = trace_steps(workdir)
+def trace_entries(workdir: str | Path, last_step: int | None = None) -> list[TraceEntry]:
+    """Every (t, s) of the run's traces with t up to `last_step`, by t then s; ValueError naming
+    the file when a traced dump is gone or lacks old_logp_full."""
+    found = trace_steps(workdir, last_step)
     traces = {t: load_trace(path) for t, path in found.items()}
     shadows = {t: load_trace(path, shadow=True) for t, path in found.items()}
     dumps = dump_steps(workdir)
@@ -90,10 +90,12 @@ def trace_entries(workdir: str | Path) -> list[TraceEntry]:
     return entries
 
 
-def trace_rows(workdir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[TraceRow]:
+def trace_rows(
+    workdir: str | Path, n_boot: int = N_BOOT, seed: int = 0, last_step: int | None = None
+) -> list[TraceRow]:
     """Every (t, s, group) of the run's traces (`trace_entries`), by t then s."""
     rows = []
-    for e in trace_entries(workdir):
+    for e in trace_entries(workdir, last_step):
         d = e.dump
         shifts = group_shifts(
             e.dlogp, d["ratio"], d["advantages"], d["mask"], e.lower, n_boot, seed, e.shadow_after

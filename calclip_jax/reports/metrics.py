@@ -31,9 +31,13 @@ def to_columns(records: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return cols
 
 
-def load_columns(workdir: str | Path) -> dict[str, np.ndarray]:
-    """`run_record.read_metrics` as column arrays."""
-    return to_columns(read_metrics(workdir))
+def load_columns(workdir: str | Path, last_step: int | None = None) -> dict[str, np.ndarray]:
+    """`run_record.read_metrics` as column arrays; with `last_step`, only its rows up to that RL
+    step (the run as it stood then)."""
+    rows = read_metrics(workdir)
+    if last_step is not None:
+        rows = [r for r in rows if not isinstance(r.get("step"), int) or r["step"] <= last_step]
+    return to_columns(rows)
 
 
 def config_value(config: dict[str, Any] | None, dotted: str, default: Any = None) -> Any:

@@ -66,12 +66,12 @@ BOUND_METRICS = (
 )
 
 
-def load_seeded_runs(sweep_dir: str | Path) -> Runs:
-    """Every run under `sweep_dir`, grouped by arm and seed."""
+def load_seeded_runs(sweep_dir: str | Path, last_step: int | None = None) -> Runs:
+    """Every run under `sweep_dir`, grouped by arm and seed, each through `last_step`."""
     runs: Runs = {}
     for name, path in find_arms(sweep_dir).items():
         arm, seed = split_seeded_name(name)
-        runs.setdefault(arm, {})[seed or 0] = load_columns(path)
+        runs.setdefault(arm, {})[seed or 0] = load_columns(path, last_step)
     return runs
 
 

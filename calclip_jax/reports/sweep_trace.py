@@ -63,11 +63,11 @@ class ArmTrace:
     shadow_contrast: Interval  # the same in the BF16 shadow (NaN: not traced)
 
 
-def _run_sums(workdir: Path) -> dict[int, dict[str, list[RowSums]]]:
+def _run_sums(workdir: Path, last_step: int | None) -> dict[int, dict[str, list[RowSums]]]:
     """lag (and ALL_LAGS) -> group (and SHADOW + group) -> each traced dump's row sums of
     `after` (dlogp - step s's log r; in the shadow, NaN where not traced)."""
     out: dict[int, dict[str, list[RowSums]]] = {}
-    entries = trace_entries(workdir)
+    entries = trace_entries(workdir, last_step)
     latest = max((e.t for e in entries), default=None)
     for e in entries:
         d = e.dump
@@ -89,15 +89,17 @@ def _shadow_sums(values_BT: np.ndarray, sel_BT: np.ndarray) -> RowSums:
     return np.where(traced, num, np.nan), np.where(traced, den, np.nan)
 
 
-def sweep_traces(sweep_dir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> list[ArmTrace]:
-    """Each traced arm's `ArmTrace` per lag, by arm then lag; runs without a trace are left out,
-    so an arm's seeds are those that traced."""
+def sweep_traces(
+    sweep_dir: str | Path, n_boot: int = N_BOOT, seed: int = 0, last_step: int | None = None
+) -> list[ArmTrace]:
+    """Each traced arm's `ArmTrace` per lag (traces through `last_step`), by arm then lag; runs
+    without a trace are left out, so an arm's seeds are those that traced."""
     sums: dict[str, dict[int, dict[int, dict[str, list[RowSums]]]]] = {}  # arm, lag, seed
     for name, workdir in find_arms(sweep_dir).items():
-        if not trace_steps(workdir):
+        if not trace_steps(workdir, last_step):
             continue
         arm, k = split_seeded_name(name)
-        for lag, by_group in _run_sums(workdir).items():
+        for lag, by_group in _run_sums(workdir, last_step).items():
             sums.setdefault(arm, {}).setdefault(lag, {})[k or 0] = by_group
     boot = {"n_boot": n_boot, "block": 1, "seed": seed}
     rows = []

@@ -10,6 +10,7 @@ intervals resample seeds, then dump steps (`analysis.paired`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,9 +56,10 @@ def batch_shares(responses: Sequence[DumpedResponse]) -> Shares:
     return {**pass_rates(checks), JOINT: sum(joint) / len(joint) if joint else float("nan")}
 
 
-def run_fidelity(workdir: str | Path) -> dict[int, Shares]:
-    """Dump step -> `batch_shares` of that step's batch, for one run (empty without dumps)."""
-    steps = dump_steps(workdir)
+def run_fidelity(workdir: str | Path, last_step: int | None = None) -> dict[int, Shares]:
+    """Dump step -> `batch_shares` of that step's batch, for one run's dumps through `last_step`
+    (empty without dumps)."""
+    steps = dump_steps(workdir, last_step)
     if not steps:
         return {}
     tokenizer = run_spec_of(workdir).tokenizer
@@ -66,9 +68,9 @@ def run_fidelity(workdir: str | Path) -> dict[int, Shares]:
     }
 
 
-def sweep_fidelity(sweep_dir: str | Path) -> Fidelity:
+def sweep_fidelity(sweep_dir: str | Path, last_step: int | None = None) -> Fidelity:
     """`run_fidelity` of every run under `sweep_dir` that dumped, by arm and seed."""
-    return read_arms_by_seed(sweep_dir, run_fidelity)
+    return read_arms_by_seed(sweep_dir, functools.partial(run_fidelity, last_step=last_step))
 
 
 def shared_steps(fidelity: PerDump, arms: Sequence[str], seeds: Sequence[int]) -> list[int]:

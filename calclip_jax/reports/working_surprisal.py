@@ -9,6 +9,7 @@ the reward ignores, or the result it scores.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,9 +37,10 @@ def batch_totals(pieces: Sequence[Sequence[str]], logps: Sequence[np.ndarray]) -
     return {role: (sums[role], counts[role]) for role in ROLES}
 
 
-def run_surprisal(workdir: str | Path) -> dict[int, Totals]:
-    """Dump step -> `batch_totals` of that step's batch, for one run (empty without dumps)."""
-    steps = dump_steps(workdir)
+def run_surprisal(workdir: str | Path, last_step: int | None = None) -> dict[int, Totals]:
+    """Dump step -> `batch_totals` of that step's batch, for one run's dumps through
+    `last_step` (empty without dumps)."""
+    steps = dump_steps(workdir, last_step)
     if not steps:
         return {}
     tokenizer = run_spec_of(workdir).tokenizer
@@ -56,9 +58,9 @@ def run_surprisal(workdir: str | Path) -> dict[int, Totals]:
     return out
 
 
-def sweep_surprisal(sweep_dir: str | Path) -> Surprisal:
+def sweep_surprisal(sweep_dir: str | Path, last_step: int | None = None) -> Surprisal:
     """`run_surprisal` of every run under `sweep_dir` that dumped, by arm and seed."""
-    return read_arms_by_seed(sweep_dir, run_surprisal)
+    return read_arms_by_seed(sweep_dir, functools.partial(run_surprisal, last_step=last_step))
 
 
 def summed(

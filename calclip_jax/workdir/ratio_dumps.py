@@ -28,9 +28,9 @@ TRACE_KEY = "logp_s"
 SHADOW_TRACE_KEY = "logp_ref_s"
 
 
-def dump_steps(workdir: str | Path) -> dict[int, Path]:
-    """RL step -> dump file of a run (empty when it dumped nothing)."""
-    return step_files(Path(workdir) / RATIOS_DIR, "npz")
+def dump_steps(workdir: str | Path, last_step: int | None = None) -> dict[int, Path]:
+    """RL step -> dump file of a run (empty when it dumped nothing), through `last_step`."""
+    return step_files(Path(workdir) / RATIOS_DIR, "npz", last_step=last_step)
 
 
 def load_dump(path: str | Path) -> dict[str, np.ndarray]:
@@ -67,9 +67,9 @@ def trace_key(step: int, shadow: bool = False) -> str:
     return f"{SHADOW_TRACE_KEY if shadow else TRACE_KEY}{step:06d}"
 
 
-def trace_steps(workdir: str | Path) -> dict[int, Path]:
-    """RL step t -> trace file of a run (empty when it traced nothing)."""
-    return step_files(Path(workdir) / RATIOS_DIR, "npz", TRACE_PREFIX)
+def trace_steps(workdir: str | Path, last_step: int | None = None) -> dict[int, Path]:
+    """RL step t -> trace file of a run (empty when it traced nothing), through `last_step`."""
+    return step_files(Path(workdir) / RATIOS_DIR, "npz", TRACE_PREFIX, last_step)
 
 
 def load_trace(path: str | Path, shadow: bool = False) -> dict[int, np.ndarray]:

@@ -57,12 +57,15 @@ def step_file(step: int, ext: str) -> str:
     return f"step_{step:06d}.{ext}"
 
 
-def step_files(folder: str | Path, ext: str, prefix: str = "") -> dict[int, Path]:
-    """RL step -> file of the <prefix>step_XXXXXX.<ext> files in `folder`, by step ({} if none)."""
+def step_files(
+    folder: str | Path, ext: str, prefix: str = "", last_step: int | None = None
+) -> dict[int, Path]:
+    """RL step -> file of the <prefix>step_XXXXXX.<ext> files in `folder`, by step ({} if none);
+    with `last_step`, only those of steps up to it."""
     found, head = {}, f"{prefix}step_"
     for f in Path(folder).glob(f"{head}*.{ext}"):
         digits = f.name[len(head) : -len(ext) - 1]
-        if digits.isdigit():
+        if digits.isdigit() and (last_step is None or int(digits) <= last_step):
             found[int(digits)] = f
     return dict(sorted(found.items()))
 

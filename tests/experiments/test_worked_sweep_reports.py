@@ -2,7 +2,8 @@
 
 experiments.working_fidelity: the shares are those of the decoded dumps, identical arms pair to
 zero. experiments.garbled_coincidence: the counts are those of the decoded dumps and metrics.
-Both name bad input."""
+Both name bad input. With --last_step, they and experiments.paired_report read the sweep as it
+stood at that step."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 
 import pytest
 from experiments_testutil import tiny_config
+from run_fixtures import truncated_copy
 
 from calclip_jax.probes.dump_responses import dump_responses
 from calclip_jax.reports.garbled_coincidence import load_sweep
@@ -99,3 +101,22 @@ def test_garbled_coincidence_counts_the_dumps_and_names_bad_input(sweep, tmp_pat
         [*cmd[:-1], f"--sweep={tmp_path / 'one'}"], capture_output=True, text=True
     )
     assert lone.returncode != 0 and "has two arms to pair" in lone.stderr
+
+
+@pytest.mark.parametrize(
+    "command", ["experiments.working_fidelity", "experiments.paired_report --baseline=a"]
+)
+def test_last_step_reads_the_sweep_as_it_stood(sweep, tmp_path, command):
+    cmd = [sys.executable, "-m", *command.split(), "--n_boot=50"]
+
+    def report(folder, *extra):
+        done = subprocess.run([*cmd, f"--sweep={folder}", *extra], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    then = report(truncated_copy(sweep, tmp_path / "then", last_step=1))
+    assert report(sweep, "--last_step=1") == then != report(sweep)
+    bad = subprocess.run(
+        [*cmd, f"--sweep={sweep}", "--last_step=0"], capture_output=True, text=True
+    )
+    assert bad.returncode != 0 and "last_step" in bad.stderr

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+from run_fixtures import make_run
 
 from calclip_jax.reports import metrics as M
 from calclip_jax.workdir import run_record as R
@@ -29,3 +30,11 @@ def test_missing_metrics_and_config_lookup(tmp_path):
     assert M.config_value(config, "train.precision") == "fp8_mx"
     assert M.config_value(config, "train.steps", 7) == 7
     assert M.config_value(config, "train.precision.x") is None
+
+
+def test_load_columns_through_a_last_step(tmp_path):
+    make_run(tmp_path, [{"step": s, "reward_mean": s / 10} for s in (1, 2, 3)])
+    cols = M.load_columns(tmp_path, last_step=2)
+    np.testing.assert_array_equal(cols["step"], [1, 2])
+    np.testing.assert_array_equal(cols["reward_mean"], [0.1, 0.2])
+    assert len(M.load_columns(tmp_path)["step"]) == 3

@@ -1,5 +1,6 @@
 """The clipped-token trace of a seeded sweep (reports/sweep_trace.py, experiments.clipped_trace
---sweep), on synthetic dumps and traces with a planted effect after step s."""
+--sweep), on synthetic dumps and traces with a planted effect after step s; --last_step reads
+the sweep as it stood then."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from run_fixtures import truncated_copy
 
 from calclip_jax.analysis.clipped_trace import CLIPPED, GROUPS, POSITIVE, UNCLIPPED
 from calclip_jax.reports.sweep_trace import ALL_LAGS, sweep_trace_table, sweep_traces
@@ -111,3 +113,17 @@ def test_the_command_reads_a_sweep_and_takes_one_source(tmp_path):
     assert both.returncode != 0 and "exactly one of --workdir and --sweep" in both.stderr
     empty = subprocess.run([*cmd, f"--sweep={tmp_path}"], capture_output=True, text=True)
     assert empty.returncode != 0 and "holds a ratio dump" in empty.stderr
+
+
+def test_last_step_leaves_out_the_later_traces(tmp_path):
+    _sweep(tmp_path / "sweep")
+    cmd = [sys.executable, "-m", "experiments.clipped_trace", "--n_boot=200"]
+
+    def report(folder, *extra):
+        done = subprocess.run([*cmd, f"--sweep={folder}", *extra], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    then = report(truncated_copy(tmp_path / "sweep", tmp_path / "then", last_step=25))
+    assert report(tmp_path / "sweep", "--last_step=25") == then != report(tmp_path / "sweep")
+    assert "(no run holds a trace" in then and "| gain | 2 |" in then  # dumps 10, 20 stay

@@ -26,6 +26,7 @@ def test_load_pool_and_noise(tmp_path):
     _write(tmp_path, 20, [[2.0, 1.0]], [[1.0, 1.0]], [1.0], [[1, 1]], [[0.1, 0.95]])
     _write(tmp_path, 10, [[0.5, 9.0]], [[1.0, 1.0]], [[-1.0, -1.0]], [[1, 0]], [[0.1, 0.1]])
     assert list(dump_steps(tmp_path)) == [10, 20]
+    assert list(dump_steps(tmp_path, last_step=19)) == [10] == list(dump_steps(tmp_path, 10))
     assert load_dump(tmp_path / "ratios" / "step_000020.npz")["advantages"].shape == (1, 2)
     tokens = pooled_tokens(load_dumps(tmp_path))
     np.testing.assert_allclose(tokens["ratio"], [0.5, 2.0, 1.0])  # step order, mask applied
