@@ -63,6 +63,10 @@ def main(argv: list[str]) -> None:
     if _EVALS.value:
         try:
             scores, setting = load_scores(_EVALS.value)
+            if LAST_STEP.value is not None and setting["step"] > LAST_STEP.value:
+                raise ValueError(
+                    f"it scores the policies of RL step {setting['step']}, after --last_step"
+                )
             text += "\n\n" + final_policy_report(
                 scores, setting, _BASELINE.value, n_boot=_BOOT.value
             )

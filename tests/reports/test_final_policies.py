@@ -111,3 +111,7 @@ def test_paired_report_adds_the_final_policies(tmp_path):
         [*cmd, f"--evals={tmp_path / 'none.jsonl'}"], capture_output=True, text=True
     )
     assert bad.returncode != 0 and "--evals" in bad.stderr
+    early = subprocess.run(
+        [*cmd, f"--evals={evals}", "--last_step=2"], capture_output=True, text=True
+    )  # the scores are of step 40's policies, the runs read through step 2
+    assert early.returncode != 0 and "RL step 40, after --last_step" in early.stderr
