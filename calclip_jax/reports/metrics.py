@@ -36,7 +36,7 @@ def load_columns(workdir: str | Path, last_step: int | None = None) -> dict[str,
     step (the run as it stood then)."""
     rows = read_metrics(workdir)
     if last_step is not None:
-        rows = [r for r in rows if not isinstance(r.get("step"), int) or r["step"] <= last_step]
+        rows = [r for r in rows if r["step"] <= last_step]  # read_metrics: every row has one
     return to_columns(rows)
 
 
