@@ -25,7 +25,7 @@ from absl import app, flags, logging
 
 from calclip_jax.config import ConfigError
 from calclip_jax.probes.eval_checkpoint import EvalError
-from calclip_jax.reports.working_fidelity import common_steps, fidelity_report, sweep_fidelity
+from calclip_jax.reports.working_fidelity import fidelity_report, seed_steps, sweep_fidelity
 from calclip_jax.reports.working_surprisal import surprisal_report, sweep_surprisal
 from calclip_jax.workdir.run_record import RunRecordError
 from experiments.report_flags import LAST_STEP
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> None:
     text = fidelity_report(fidelity, _BASELINE.value, n_boot=_BOOT.value)
     if _SURPRISAL.value:
         surprisal = sweep_surprisal(_SWEEP.value, LAST_STEP.value)
-        text += "\n" + surprisal_report(surprisal, common_steps(surprisal))
+        text += "\n" + surprisal_report(surprisal, seed_steps(surprisal))
     print(text, end="")
     if _OUT.value:
         Path(_OUT.value).write_text(text)

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from calclip_jax.reports.paired_arms import Runs, run_length, step_matrix
+from calclip_jax.reports.paired_arms import Runs, run_ends, step_matrix
 from calclip_jax.reports.plots import arm_colors, finish_figure
 
 CALIBRATING_KEY = "calib_lower_raw"  # logged only where a calibration ran
@@ -25,7 +25,9 @@ def calibrating_arms(runs: Runs) -> list[str]:
         arm
         for arm, by_seed in runs.items()
         if np.isfinite(
-            step_matrix(by_seed, sorted(by_seed), CALIBRATING_KEY, run_length(by_seed))
+            step_matrix(
+                by_seed, sorted(by_seed), CALIBRATING_KEY, run_ends(by_seed, sorted(by_seed))
+            )
         ).any()
     )
 
@@ -42,9 +44,10 @@ def calibration_bounds(runs: Runs, save: str | Path | None = None) -> Figure | N
     fig, (low, up, share) = plt.subplots(1, 3, figsize=(13.5, 3.8))
     for arm in arms:
         by_seed = runs[arm]
-        seeds, steps = sorted(by_seed), run_length(by_seed)
-        x = np.arange(1, steps + 1)
-        lines = {k: step_matrix(by_seed, seeds, k, steps) for k in PANEL_KEYS}
+        seeds = sorted(by_seed)
+        ends = run_ends(by_seed, seeds)
+        x = np.arange(1, max(ends) + 1)
+        lines = {k: step_matrix(by_seed, seeds, k, ends) for k in PANEL_KEYS}
         for i, seed in enumerate(seeds):
             style = {"color": colors[arm], "linestyle": SEED_STYLES[i % len(SEED_STYLES)][0]}
             marker = SEED_STYLES[i % len(SEED_STYLES)][1]

@@ -4,8 +4,10 @@
                               suffix counts as seed 0
 
 Arms of one seed share the prompts of every RL step, so "arm - baseline" is taken per (seed, step)
-and its interval comes from `analysis.paired` (seeds and blocks of steps resampled). The
-multiplier "FP8 clip share / BF16-shadow clip share" divides metrics of one run, on its own tokens.
+and its interval comes from `analysis.paired` (seeds and blocks of steps resampled). Each seed
+counts every RL step both arms of it hold, so a seed cut short does not cut the others; a "second
+half" is each seed's own. The multiplier "FP8 clip share / BF16-shadow clip share" divides
+metrics of one run, on its own tokens.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from calclip_jax.analysis.paired import Interval, mean_interval, paired_difference, ratio_of_means
+from calclip_jax.analysis.paired import (
+    Interval,
+    mean_interval,
+    pad_seeds,
+    paired_difference,
+    ratio_of_means,
+)
 from calclip_jax.reports.metrics import load_columns
 from calclip_jax.workdir.run_record import find_arms
 from calclip_jax.workdir.seed_names import split_seeded_name
@@ -83,16 +91,21 @@ def by_run_name(runs: Runs) -> dict[str, Mapping[str, np.ndarray]]:
 
 
 def step_matrix(
-    by_seed: Mapping[int, Mapping[str, np.ndarray]], seeds: Sequence[int], key: str, steps: int
+    by_seed: Mapping[int, Mapping[str, np.ndarray]],
+    seeds: Sequence[int],
+    key: str,
+    ends: int | Sequence[int],
 ) -> np.ndarray:
-    """[len(seeds), steps] of metric `key` at RL steps 1..steps (NaN where not logged)."""
-    out = np.full((len(seeds), steps), np.nan)
-    for row, seed in enumerate(seeds):
+    """[len(seeds), longest end] of metric `key` at RL steps 1..end, `ends` one per seed or one
+    for all (NaN where not logged and after a seed's end)."""
+    ends = [ends] * len(seeds) if isinstance(ends, int) else list(ends)
+    out = np.full((len(seeds), max(ends, default=0)), np.nan)
+    for row, (seed, end) in enumerate(zip(seeds, ends, strict=True)):
         cols = by_seed[seed]
         if key not in cols or "step" not in cols:
             continue
         step = cols["step"]
-        keep = (step >= 1) & (step <= steps)
+        keep = (step >= 1) & (step <= end)
         values = cols[key]
         if values.dtype == object:
             continue
@@ -100,16 +113,24 @@ def step_matrix(
     return out
 
 
-def run_length(by_seed: Mapping[int, Mapping[str, np.ndarray]]) -> int:
-    """The shortest run's last RL step (0 without metrics): paired arrays stop there."""
-    ends = [
-        int(c["step"].max()) if c.get("step", np.zeros(0)).size else 0 for c in by_seed.values()
+def run_ends(by_seed: Mapping[int, Mapping[str, np.ndarray]], seeds: Sequence[int]) -> list[int]:
+    """Each seed's last RL step, in `seeds` order (0 without metrics)."""
+    return [
+        int(c["step"].max()) if (c := by_seed[s]).get("step", np.zeros(0)).size else 0
+        for s in seeds
     ]
-    return min(ends, default=0)
 
 
-def _window(x: np.ndarray, metric: Metric) -> np.ndarray:
-    return x[:, x.shape[1] // 2 :] if metric.second_half else x
+def _window(x: np.ndarray, ends: Sequence[int], metric: Metric) -> np.ndarray:
+    """x itself, or each seed's second half (steps after its own middle) left-aligned."""
+    if not metric.second_half:
+        return x
+    return pad_seeds([row[end // 2 : end] for row, end in zip(x, ends, strict=True)])
+
+
+def steps_label(ends: Sequence[int]) -> str:
+    """The seeds' run lengths: one number when they agree, else each seed's ("100/80")."""
+    return str(ends[0]) if len(set(ends)) == 1 else "/".join(map(str, ends))
 
 
 def _cell(interval: Interval, metric: Metric) -> str:
@@ -123,21 +144,21 @@ def shared_seeds(runs: Runs, arm: str, baseline: str) -> list[int]:
 
 def paired_intervals(
     runs: Runs, baseline: str, **boot: Any
-) -> dict[tuple[str, Metric], tuple[Interval, int]]:
-    """(arm, metric) -> (arm - baseline over shared seeds and steps, the paired run length), for
-    every other arm and every logged metric of PAIRED_METRICS."""
+) -> dict[tuple[str, Metric], tuple[Interval, list[int]]]:
+    """(arm, metric) -> (arm - baseline over shared seeds and steps, each shared seed's paired
+    run length), for every other arm and every logged metric of PAIRED_METRICS."""
     out = {}
     for arm in sorted(set(runs) - {baseline}):
         seeds = shared_seeds(runs, arm, baseline)
         if not seeds:
             continue
-        steps = min(run_length(runs[arm]), run_length(runs[baseline]))
+        ends = list(map(min, run_ends(runs[arm], seeds), run_ends(runs[baseline], seeds)))
         for metric in PAIRED_METRICS:
-            a = _window(step_matrix(runs[arm], seeds, metric.key, steps), metric)
-            b = _window(step_matrix(runs[baseline], seeds, metric.key, steps), metric)
+            a = _window(step_matrix(runs[arm], seeds, metric.key, ends), ends, metric)
+            b = _window(step_matrix(runs[baseline], seeds, metric.key, ends), ends, metric)
             got = paired_difference(a, b, **boot)
             if got.steps:
-                out[arm, metric] = got, steps
+                out[arm, metric] = got, ends
     return out
 
 
@@ -151,9 +172,9 @@ def paired_rows(runs: Runs, baseline: str, **boot: Any) -> list[list[str]]:
             metric.label,
             _cell(got, metric),
             got.fmt_per_seed(scale=metric.scale, labels=shared_seeds(runs, arm, baseline)),
-            f"{got.seeds} x {steps} ({got.steps})",
+            f"{got.seeds} x {steps_label(ends)} ({got.steps})",
         ]
-        for (arm, metric), (got, steps) in paired_intervals(runs, baseline, **boot).items()
+        for (arm, metric), (got, ends) in paired_intervals(runs, baseline, **boot).items()
     ]
 
 
@@ -163,10 +184,10 @@ def shadow_rows(runs: Runs, **boot: Any) -> list[list[str]]:
     rows = []
     for arm in sorted(runs):
         seeds = sorted(runs[arm])
-        steps = run_length(runs[arm])
+        ends = run_ends(runs[arm], seeds)
         for label, key, ref_key in SHADOW_PAIRS:
-            trainer = step_matrix(runs[arm], seeds, key, steps)
-            shadow = step_matrix(runs[arm], seeds, ref_key, steps)
+            trainer = step_matrix(runs[arm], seeds, key, ends)
+            shadow = step_matrix(runs[arm], seeds, ref_key, ends)
             both = np.isfinite(trainer) & np.isfinite(shadow)
             if not both.any():
                 continue
@@ -191,11 +212,12 @@ def bound_rows(runs: Runs, **boot: Any) -> list[list[str]]:
     bound sat on its cap (each logged where a calibration ran)."""
     rows = []
     for arm in sorted(runs):
-        seeds, steps = sorted(runs[arm]), run_length(runs[arm])
-        if not np.isfinite(step_matrix(runs[arm], seeds, "calib_lower_floored", steps)).any():
+        seeds = sorted(runs[arm])
+        ends = run_ends(runs[arm], seeds)
+        if not np.isfinite(step_matrix(runs[arm], seeds, "calib_lower_floored", ends)).any():
             continue
         for label, key, percent in BOUND_METRICS:
-            x = step_matrix(runs[arm], seeds, key, steps)
+            x = step_matrix(runs[arm], seeds, key, ends)
             if np.isfinite(x).any():
                 cell = mean_interval(x, **boot).fmt(scale=100.0 if percent else 1.0)
                 rows.append([arm, label + (" %" if percent else ""), cell])

@@ -5,7 +5,8 @@ sweep's ratio dumps graded by `data.tasks.column_working`.
 
 Per dump, the share of the batch's responses with each `WorkingCheck` field true. The arms of a
 seed see the same prompts at each step, so arms are compared paired over (seed, dump step):
-intervals resample seeds, then dump steps (`analysis.paired`).
+intervals resample seeds, then dump steps (`analysis.paired`). Each seed counts the dump steps all
+its runs hold (a seed cut short does not cut the others); a "late half" is each seed's own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from calclip_jax.analysis.paired import (
     mean_interval,
+    pad_seeds,
     paired_difference,
     ratio_difference,
     ratio_of_means,
@@ -26,7 +28,7 @@ from calclip_jax.analysis.paired import (
 from calclip_jax.data.tasks.column_working import FIELDS, check_working, operands, pass_rates
 from calclip_jax.probes.dump_responses import DumpedResponse, decode_dump
 from calclip_jax.probes.eval_checkpoint import run_spec_of
-from calclip_jax.reports.paired_arms import markdown_table
+from calclip_jax.reports.paired_arms import markdown_table, steps_label
 from calclip_jax.workdir.ratio_dumps import dump_steps
 from calclip_jax.workdir.run_record import read_arms_by_seed
 
@@ -79,26 +81,40 @@ def shared_steps(fidelity: PerDump, arms: Sequence[str], seeds: Sequence[int]) -
     return sorted(set.intersection(*sets)) if sets else []
 
 
-def common_steps(fidelity: PerDump) -> list[int]:
-    """The dump steps every run of the sweep holds: what the pooled tables compare over."""
-    return shared_steps(fidelity, list(fidelity), sorted(set().union(*fidelity.values())))
+def seed_steps(fidelity: PerDump) -> dict[int, list[int]]:
+    """Seed -> the dump steps every run of that seed holds: what its arms compare over."""
+    seeds = sorted(set().union(*fidelity.values()))
+    return {s: shared_steps(fidelity, list(fidelity), [s]) for s in seeds}
 
 
 def matrix(
-    fidelity: Fidelity, arm: str, seeds: Sequence[int], steps: Sequence[int], field: str
+    fidelity: Fidelity,
+    arm: str,
+    seeds: Sequence[int],
+    steps: Mapping[int, Sequence[int]],
+    field: str,
 ) -> np.ndarray:
-    """[len(seeds), len(steps)] of one field's share."""
-    return np.array([[fidelity[arm][s][t][field] for t in steps] for s in seeds], np.float64)
+    """[len(seeds), most steps] of one field's share, each seed over its own `steps`, NaN-padded."""
+    return pad_seeds(
+        [np.array([fidelity[arm][s][t][field] for t in steps[s]], np.float64) for s in seeds]
+    )
+
+
+def late_half(
+    x: np.ndarray, seeds: Sequence[int], steps: Mapping[int, Sequence[int]]
+) -> np.ndarray:
+    """Each row of a `matrix` cut to its seed's second half of steps, left-aligned."""
+    cuts = [len(steps[s]) for s in seeds]
+    return pad_seeds([row[n // 2 : n] for row, n in zip(x, cuts, strict=True)])
 
 
 def fidelity_rows(fidelity: Fidelity, baseline: str | None = None, **boot: Any) -> list[list[str]]:
     """Rows "arm, field, mean share [90%], the same over the late half, minus the baseline over
-    the late half [90%], seeds x dump steps" (percent), every arm over the dump steps that all
-    runs share (so the rows compare), the late half their second half."""
-    steps = common_steps(fidelity)
-    if not steps:
+    the late half [90%], seeds x dump steps" (percent), each seed over the dump steps all its runs
+    share (so the rows compare), the late half its second half."""
+    steps = seed_steps(fidelity)
+    if not any(steps.values()):
         return []
-    late = slice(len(steps) // 2, None)
     rows = []
     for arm in sorted(fidelity):
         seeds = sorted(fidelity[arm])
@@ -107,16 +123,19 @@ def fidelity_rows(fidelity: Fidelity, baseline: str | None = None, **boot: Any) 
             x = matrix(fidelity, arm, seeds, steps, field)
             diff = "-"
             if paired:
-                a, b = (matrix(fidelity, k, paired, steps, field)[:, late] for k in (arm, baseline))
+                a, b = (
+                    late_half(matrix(fidelity, k, paired, steps, field), paired, steps)
+                    for k in (arm, baseline)
+                )
                 diff = paired_difference(a, b, **boot).fmt(scale=100, digits=2)
             rows.append(
                 [
                     arm,
                     LABELS[field],
                     mean_interval(x, **boot).fmt(scale=100, digits=2),
-                    mean_interval(x[:, late], **boot).fmt(scale=100, digits=2),
+                    mean_interval(late_half(x, seeds, steps), **boot).fmt(scale=100, digits=2),
                     diff,
-                    f"{len(seeds)} x {len(steps)}",
+                    f"{len(seeds)} x {steps_label([len(steps[s]) for s in seeds])}",
                 ]
             )
     return rows
@@ -124,11 +143,11 @@ def fidelity_rows(fidelity: Fidelity, baseline: str | None = None, **boot: Any) 
 
 def payoff_rows(fidelity: Fidelity, **boot: Any) -> list[list[str]]:
     """Rows "arm, P(result right | columns right), P(result right | not), their difference [90%],
-    share with the columns right" (percent) over the dump steps all runs share: whether right
-    working earns reward, which is what lets the policy keep it."""
-    steps = common_steps(fidelity)
+    share with the columns right" (percent), each seed over the dump steps all its runs share:
+    whether right working earns reward, which is what lets the policy keep it."""
+    steps = seed_steps(fidelity)
     rows = []
-    for arm in sorted(fidelity) if steps else []:
+    for arm in sorted(fidelity) if any(steps.values()) else []:
         seeds = sorted(fidelity[arm])
         joint, cols, result = (
             matrix(fidelity, arm, seeds, steps, k) for k in (JOINT, "columns_right", "result_right")
@@ -168,15 +187,25 @@ def per_step_rows(fidelity: Fidelity) -> list[list[str]]:
     return sorted(rows, key=lambda r: (int(r[0]), r[1]))
 
 
+def steps_span(steps: Mapping[int, Sequence[int]]) -> str:
+    """The dump steps the tables read, with where their late half starts: one span for all runs
+    when the seeds agree, else each seed's."""
+    spans = {
+        s: f"dump steps {t[0]}-{t[-1]}, late half from {t[len(t) // 2]}"
+        for s, t in steps.items()
+        if t
+    }
+    if not spans:
+        return "no dump step shared by a seed's runs"
+    if len(set(spans.values())) == 1 and len(spans) == len(steps):
+        return next(iter(spans.values())) + " (all runs)"
+    return "; ".join(f"seed {s}: {span}" for s, span in spans.items())
+
+
 def fidelity_report(fidelity: Fidelity, baseline: str | None = None, **boot: Any) -> str:
     """Markdown: the pooled table (`fidelity_rows`), then the per-step one."""
     rows = fidelity_rows(fidelity, baseline, **boot)
-    steps = common_steps(fidelity)
-    span = (
-        f"dump steps {steps[0]}-{steps[-1]}, late half from {steps[len(steps) // 2]}"
-        if steps
-        else "no dump step shared by all runs"
-    )
+    span = steps_span(seed_steps(fidelity))
     pooled = markdown_table(
         [
             "arm",
@@ -202,7 +231,7 @@ def fidelity_report(fidelity: Fidelity, baseline: str | None = None, **boot: Any
         payoff_rows(fidelity, **boot),
     )
     return (
-        f"Over the {span} (all runs):\n\n{pooled}\n\n"
+        f"Over the {span}:\n\n{pooled}\n\n"
         f"Does right working pay? Over the same dumps:\n\n{payoff}\n\n"
         f"Per dump step (percent of the batch; mean over seeds):\n\n{per_step}\n"
     )

@@ -10,7 +10,7 @@ the reward ignores, or the result it scores.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -64,10 +64,10 @@ def sweep_surprisal(sweep_dir: str | Path, last_step: int | None = None) -> Surp
 
 
 def summed(
-    by_seed: dict[int, dict[int, Totals]], steps: Sequence[int], role: str
+    by_seed: dict[int, dict[int, Totals]], steps: Mapping[int, Sequence[int]], role: str
 ) -> tuple[float, int]:
-    """`role`'s summed surprisal and token count over `steps` of every seed."""
-    cells = [by_seed[s][t][role] for s in by_seed for t in steps if t in by_seed[s]]
+    """`role`'s summed surprisal and token count over each seed's `steps`."""
+    cells = [by_seed[s][t][role] for s in by_seed for t in steps.get(s, ()) if t in by_seed[s]]
     return sum(v for v, _ in cells), sum(n for _, n in cells)
 
 
@@ -76,12 +76,26 @@ def mean(total: tuple[float, int]) -> float:
     return total[0] / total[1] if total[1] else float("nan")
 
 
-def surprisal_report(surprisal: Surprisal, steps: Sequence[int]) -> str:
-    """Markdown: per arm and role, the mean surprisal over the first and the second half of
-    `steps` (the dump steps the arms share) and each role's share of all the late half's."""
-    if not steps:
-        return "No dump step is shared by all runs.\n"
-    early, late = steps[: len(steps) // 2], steps[len(steps) // 2 :]
+def halves(steps: Mapping[int, Sequence[int]]) -> tuple[dict[int, list[int]], ...]:
+    """Each seed's steps split at their middle: (first halves, second halves)."""
+    early = {s: list(t[: len(t) // 2]) for s, t in steps.items()}
+    return early, {s: list(t[len(t) // 2 :]) for s, t in steps.items()}
+
+
+def span(half: Mapping[int, Sequence[int]]) -> str:
+    """'steps a-b', or each seed's where they differ ('steps 5-40 (seed 0), 5-35 (seed 1)')."""
+    spans = {s: f"{t[0]}-{t[-1]}" for s, t in half.items() if t}
+    if len(set(spans.values())) == 1:
+        return f"steps {next(iter(spans.values()))}"
+    return "steps " + ", ".join(f"{v} (seed {s})" for s, v in spans.items())
+
+
+def surprisal_report(surprisal: Surprisal, steps: Mapping[int, Sequence[int]]) -> str:
+    """Markdown: per arm and role, the mean surprisal over the first and the second half of each
+    seed's `steps` (the dump steps its arms share) and each role's share of all the late half's."""
+    if not any(steps.values()):
+        return "No dump step is shared by a seed's runs.\n"
+    early, late = halves(steps)
     rows = []
     for arm, by_seed in sorted(surprisal.items()):
         late_sums = {role: summed(by_seed, late, role) for role in ROLES}
@@ -94,8 +108,8 @@ def surprisal_report(surprisal: Surprisal, steps: Sequence[int]) -> str:
     header = [
         "arm",
         "tokens",
-        f"nats a token, steps {early[0]}-{early[-1]}" if early else "nats a token, early",
-        f"nats a token, steps {late[0]}-{late[-1]}",
+        f"nats a token, {span(early)}" if any(early.values()) else "nats a token, early",
+        f"nats a token, {span(late)}",
         "% of the late surprisal",
     ]
     return (

@@ -76,6 +76,29 @@ def test_pairing_removes_the_shared_prompt_difficulty(tmp_path):
     assert "gradient norm" not in rows  # not logged: no row
 
 
+def test_a_seed_cut_short_keeps_the_other_seeds_steps(tmp_path):
+    """Seed 2 stops at step 8: seed 1 still pairs over its 12 steps and its own second half (7-12),
+    seed 2 over its second half (5-8); cutting both to 8 would read seed 1's steps 5-8 instead."""
+    for seed, steps, gap in ((1, STEPS, 0.1), (2, 8, 0.2)):
+        half = steps // 2
+        gaps = [0.5 if t < half else gap for t in range(steps)]  # the first half differs
+        _write_run(tmp_path / f"bf16__seed{seed}", [{"step": t + 1, "reward_mean": 0.7}
+                                                    for t in range(steps)])  # fmt: skip
+        _write_run(
+            tmp_path / f"fp8__seed{seed}",
+            [{"step": t + 1, "reward_mean": 0.7 - g, "clip_frac_lower_neg": 0.02,
+              "clip_frac_lower_neg_ref": 0.01 if t < 8 else 0.02} for t, g in enumerate(gaps)],
+        )  # fmt: skip
+    runs = load_seeded_runs(tmp_path)
+    reward = {r[1]: r for r in paired_rows(runs, "bf16", n_boot=200)}["reward (2nd half)"]
+    assert reward[3] == "1: -10, 2: -20"
+    assert reward[4] == f"2 x {STEPS}/8 (10)"  # 6 + 4 paired steps
+    assert reward[2].startswith("-15 [")  # each seed weighs the same
+    # the shadow multiplier reads seed 1's steps 9-12 too: 2x at 1-8, 1x at 9-12
+    ((*_, per_seed),) = shadow_rows(runs, n_boot=200)
+    assert per_seed == f"1: {0.02 * 12 / (0.01 * 8 + 0.02 * 4):.3g}, 2: 2"
+
+
 def test_the_shadow_multiplier_divides_metrics_of_one_run(tmp_path):
     rows = shadow_rows(load_seeded_runs(_sweep(tmp_path)), n_boot=200)
     assert [r[:2] for r in rows] == [["fp8", "A<0 below the lower bound"]]

@@ -70,8 +70,30 @@ def test_arms_pair_over_the_dump_steps_all_runs_share():
     # base over steps 5-20: mean over seeds of 0.1 s + 0.01 t = 0.05 + 0.125
     assert base[0][2].startswith("18 [") and base[0][4] == "-"
     report = fidelity_report(sweep(), "base", n_boot=200)
-    assert "dump steps 5-20, late half from 15" in report
+    assert "dump steps 5-20, late half from 15 (all runs)" in report
     assert "| 25 | base |" in report  # the per-step table keeps every dump
+
+
+def test_each_seed_pairs_over_its_own_dump_steps():
+    """Seed 1 dumped to step 20 only: seed 0 keeps steps 5-40 (late half 25-40), seed 1 pairs
+    over 5-20 (late half 15-20); `better` leads by 10 points late in seed 0, 30 in seed 1."""
+    ends = {0: 40, 1: 20}
+    base = {s: {t: shares(0.5) for t in range(5, end + 1, 5)} for s, end in ends.items()}
+    lead = {0: 0.1, 1: 0.3}
+    better = {
+        s: {t: shares(0.5 + (lead[s] if t > end // 2 else 0.9)) for t in base[s]}
+        for s, end in ends.items()
+    }
+    fidelity = {"base": base, "better": better}
+    rows = {(r[0], r[1]): r for r in fidelity_rows(fidelity, "base", n_boot=200)}
+    late, diff, size = rows["better", LABELS["exact"]][3:]
+    assert diff.startswith("20 [") and size == "2 x 8/4"  # each seed weighs the same
+    assert late.startswith("70 [")  # (60 + 80) / 2
+    report = fidelity_report(fidelity, "base", n_boot=100)
+    assert (
+        "seed 0: dump steps 5-40, late half from 25; seed 1: dump steps 5-20, late half from 15"
+        in report
+    )
 
 
 def test_seed_means_and_figure(tmp_path):
