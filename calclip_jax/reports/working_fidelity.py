@@ -190,16 +190,12 @@ def per_step_rows(fidelity: Fidelity) -> list[list[str]]:
 def steps_span(steps: Mapping[int, Sequence[int]]) -> str:
     """The dump steps the tables read, with where their late half starts: one span for all runs
     when the seeds agree, else each seed's."""
-    spans = {
-        s: f"dump steps {t[0]}-{t[-1]}, late half from {t[len(t) // 2]}"
-        for s, t in steps.items()
-        if t
-    }
+    spans = {s: f"{t[0]}-{t[-1]}, late half from {t[len(t) // 2]}" for s, t in steps.items() if t}
     if not spans:
         return "no dump step shared by a seed's runs"
     if len(set(spans.values())) == 1 and len(spans) == len(steps):
-        return next(iter(spans.values())) + " (all runs)"
-    return "; ".join(f"seed {s}: {span}" for s, span in spans.items())
+        return f"the dump steps {next(iter(spans.values()))} (all runs)"
+    return "each seed's dump steps (" + "; ".join(f"seed {s}: {v}" for s, v in spans.items()) + ")"
 
 
 def fidelity_report(fidelity: Fidelity, baseline: str | None = None, **boot: Any) -> str:
@@ -231,7 +227,7 @@ def fidelity_report(fidelity: Fidelity, baseline: str | None = None, **boot: Any
         payoff_rows(fidelity, **boot),
     )
     return (
-        f"Over the {span}:\n\n{pooled}\n\n"
+        f"Over {span}:\n\n{pooled}\n\n"
         f"Does right working pay? Over the same dumps:\n\n{payoff}\n\n"
         f"Per dump step (percent of the batch; mean over seeds):\n\n{per_step}\n"
     )

@@ -91,7 +91,7 @@ def test_each_seed_pairs_over_its_own_dump_steps():
     assert late.startswith("70 [")  # (60 + 80) / 2
     report = fidelity_report(fidelity, "base", n_boot=100)
     assert (
-        "seed 0: dump steps 5-40, late half from 25; seed 1: dump steps 5-20, late half from 15"
+        "each seed's dump steps (seed 0: 5-40, late half from 25; seed 1: 5-20, late half from 15)"
         in report
     )
 
