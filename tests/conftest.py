@@ -18,15 +18,23 @@ subprocesses take the same flags (less the 8 devices) and cache: `subprocess_env
 
 Every test under tests/experiments and tests/notebooks carries the `drivers` marker: CI's Python
 3.12 leg deselects them (`.ci/run`).
+
+Hypothesis draws the same examples on every run (profile `fixed`: a failure reproduces, CI cannot
+flake on a rare draw); `--hypothesis-profile=explore` draws fresh ones to search further.
 """
 
 import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from subprocess_env import FORCED_DEVICES
 
 DRIVER_DIRS = ("experiments", "notebooks")  # tests of the experiment drivers, end to end
+
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("fixed")
 
 os.environ.setdefault("XLA_FLAGS", f"{FORCED_DEVICES}=8 --xla_backend_optimization_level=0")
 
