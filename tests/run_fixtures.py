@@ -2,6 +2,7 @@
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 
@@ -54,3 +55,17 @@ def truncated_copy(sweep: Path, dest: Path, last_step: int) -> Path:
         if int(npz.stem.rsplit("_", 1)[1]) > last_step:
             npz.unlink()
     return dest
+
+
+def check_last_step(cmd: list[str], sweep: Path, dest: Path, last_step: int) -> str:
+    """Assert that report command `cmd` with `--sweep=<sweep> --last_step=N` prints what it prints
+    on `truncated_copy(sweep, dest, N)`, and not what it prints on the whole sweep; return that."""
+
+    def report(folder: Path, *extra: str) -> str:
+        done = subprocess.run([*cmd, f"--sweep={folder}", *extra], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    then = report(truncated_copy(sweep, dest, last_step))
+    assert report(sweep, f"--last_step={last_step}") == then != report(sweep)
+    return then

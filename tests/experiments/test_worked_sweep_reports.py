@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from experiments_testutil import tiny_config
-from run_fixtures import truncated_copy
+from run_fixtures import check_last_step
 
 from calclip_jax.probes.dump_responses import dump_responses
 from calclip_jax.reports.garbled_coincidence import load_sweep
@@ -109,13 +109,7 @@ def test_garbled_coincidence_counts_the_dumps_and_names_bad_input(sweep, tmp_pat
 def test_last_step_reads_the_sweep_as_it_stood(sweep, tmp_path, command):
     cmd = [sys.executable, "-m", *command.split(), "--n_boot=50"]
 
-    def report(folder, *extra):
-        done = subprocess.run([*cmd, f"--sweep={folder}", *extra], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    then = report(truncated_copy(sweep, tmp_path / "then", last_step=1))
-    assert report(sweep, "--last_step=1") == then != report(sweep)
+    check_last_step(cmd, sweep, tmp_path / "then", last_step=1)
     bad = subprocess.run(
         [*cmd, f"--sweep={sweep}", "--last_step=0"], capture_output=True, text=True
     )

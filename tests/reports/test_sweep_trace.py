@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from run_fixtures import truncated_copy
+from run_fixtures import check_last_step
 
 from calclip_jax.analysis.clipped_trace import CLIPPED, GROUPS, POSITIVE, UNCLIPPED
 from calclip_jax.reports.sweep_trace import ALL_LAGS, sweep_trace_table, sweep_traces
@@ -119,11 +119,5 @@ def test_last_step_leaves_out_the_later_traces(tmp_path):
     _sweep(tmp_path / "sweep")
     cmd = [sys.executable, "-m", "experiments.clipped_trace", "--n_boot=200"]
 
-    def report(folder, *extra):
-        done = subprocess.run([*cmd, f"--sweep={folder}", *extra], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    then = report(truncated_copy(tmp_path / "sweep", tmp_path / "then", last_step=25))
-    assert report(tmp_path / "sweep", "--last_step=25") == then != report(tmp_path / "sweep")
+    then = check_last_step(cmd, tmp_path / "sweep", tmp_path / "then", last_step=25)
     assert "(no run holds a trace" in then and "| gain | 2 |" in then  # dumps 10, 20 stay
