@@ -68,6 +68,12 @@ def pad_seeds(per_seed: Sequence[np.ndarray]) -> np.ndarray:
     return out
 
 
+def second_halves(x_ST: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
+    """Each row's steps after the middle of its own first `lengths[i]`, left-aligned, NaN-padded
+    (`pad_seeds`): the "second half" of seeds whose runs end at different steps."""
+    return pad_seeds([row[n // 2 : n] for row, n in zip(x_ST, lengths, strict=True)])
+
+
 def default_block(steps: int) -> int:
     """Block length of the moving-block bootstrap: the cube root of the step count (>= 1)."""
     return max(1, round(steps ** (1 / 3)))

@@ -22,9 +22,9 @@ import numpy as np
 from calclip_jax.analysis.paired import (
     Interval,
     mean_interval,
-    pad_seeds,
     paired_difference,
     ratio_of_means,
+    second_halves,
 )
 from calclip_jax.reports.metrics import load_columns
 from calclip_jax.workdir.run_record import find_arms
@@ -125,7 +125,7 @@ def _window(x: np.ndarray, ends: Sequence[int], metric: Metric) -> np.ndarray:
     """x itself, or each seed's second half (steps after its own middle) left-aligned."""
     if not metric.second_half:
         return x
-    return pad_seeds([row[end // 2 : end] for row, end in zip(x, ends, strict=True)])
+    return second_halves(x, ends)
 
 
 def steps_label(ends: Sequence[int]) -> str:

@@ -24,6 +24,7 @@ from calclip_jax.analysis.paired import (
     paired_difference,
     ratio_difference,
     ratio_of_means,
+    second_halves,
 )
 from calclip_jax.data.tasks.column_working import FIELDS, check_working, operands, pass_rates
 from calclip_jax.probes.dump_responses import DumpedResponse, decode_dump
@@ -104,8 +105,7 @@ def late_half(
     x: np.ndarray, seeds: Sequence[int], steps: Mapping[int, Sequence[int]]
 ) -> np.ndarray:
     """Each row of a `matrix` cut to its seed's second half of steps, left-aligned."""
-    cuts = [len(steps[s]) for s in seeds]
-    return pad_seeds([row[n // 2 : n] for row, n in zip(x, cuts, strict=True)])
+    return second_halves(x, [len(steps[s]) for s in seeds])
 
 
 def fidelity_rows(fidelity: Fidelity, baseline: str | None = None, **boot: Any) -> list[list[str]]:
