@@ -6,7 +6,8 @@
 For every seed and pair of arms under --sweep: the RL steps where both arms' garbled share exceeds
 --threshold, against circular shifts of one arm's series; then, at the ratio dumps both runs hold,
 the prompts with an unfinished response in both arms, against random prompts
-(calclip_jax.reports.garbled_coincidence). --out also writes the table.
+(calclip_jax.reports.garbled_coincidence); each p beside its Holm adjustment over the table's
+tests. --out also writes the table.
 """
 
 from __future__ import annotations

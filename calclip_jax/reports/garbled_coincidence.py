@@ -5,9 +5,10 @@
 
 Per seed and pair of arms: the steps where both arms' garbled share exceeds a threshold, against
 circular shifts of one arm's series; then, at the dump steps both runs hold, the prompts with an
-unfinished (garbled) response in both, against random prompts (`analysis.coincidence`). A
-coincidence in steps that does not recur in prompts points to chance or to the batch as a whole,
-not to particular prompts.
+unfinished (garbled) response in both, against random prompts (`analysis.coincidence`); each p
+beside its Holm adjustment over all the table's tests (`analysis.multiplicity`). A coincidence in
+steps that does not recur in prompts points to chance or to the batch as a whole, not to
+particular prompts.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from calclip_jax.analysis.coincidence import Coincidence, prompt_coincidence, spike_coincidence
+from calclip_jax.analysis.multiplicity import holm
 from calclip_jax.probes.dump_responses import decode_dump
 from calclip_jax.probes.eval_checkpoint import run_spec_of
 from calclip_jax.reports.metrics import load_columns
@@ -89,35 +91,59 @@ def batch_coincidence(a: GarbledRun, b: GarbledRun) -> Coincidence:
     return prompt_coincidence(steps)
 
 
-def _cells(c: Coincidence) -> list[str]:
-    p = "n/a" if np.isnan(c.p_value) else f"{c.p_value:.2f}"
-    return [f"{c.hits[0]} / {c.hits[1]}", str(c.shared), f"{c.expected:.2f}", p]
+PairTests = tuple[int, str, str, Coincidence, Coincidence]  # seed, arms, steps and prompts tests
 
 
-def coincidence_rows(sweep: Sweep, threshold: float) -> list[list[str]]:
-    """Per seed and pair of arms: steps, both tests' cells."""
-    rows = []
+def pair_tests(sweep: Sweep, threshold: float) -> list[PairTests]:
+    """Per seed and pair of arms: the steps test and the prompts test."""
+    out = []
     for seed, arms in arms_of_seed(sweep).items():
         for x, y in itertools.combinations(arms, 2):
             a, b = sweep[x][seed], sweep[y][seed]
-            steps, prompts = step_coincidence(a, b, threshold), batch_coincidence(a, b)
-            rows.append(
-                [str(seed), f"`{x}` / `{y}`", str(steps.units), *_cells(steps), *_cells(prompts)]
-            )
-    return rows
+            out.append((seed, x, y, step_coincidence(a, b, threshold), batch_coincidence(a, b)))
+    return out
+
+
+def _p(value: float) -> str:
+    return "n/a" if np.isnan(value) else f"{value:.2f}"
+
+
+def _cells(c: Coincidence, adjusted: float) -> list[str]:
+    counts = [f"{c.hits[0]} / {c.hits[1]}", str(c.shared), f"{c.expected:.2f}"]
+    return [*counts, _p(c.p_value), _p(adjusted)]
+
+
+def coincidence_rows(tests: list[PairTests]) -> list[list[str]]:
+    """One row per pair of arms: steps, both tests' cells with p and Holm's p. Holm's adjustment
+    takes every test of the table (two a row) as one family."""
+    adjusted = holm([p.p_value for *_, steps, prompts in tests for p in (steps, prompts)])
+    return [
+        [
+            str(seed),
+            f"`{x}` / `{y}`",
+            str(steps.units),
+            *_cells(steps, adjusted[2 * i]),
+            *_cells(prompts, adjusted[2 * i + 1]),
+        ]
+        for i, (seed, x, y, steps, prompts) in enumerate(tests)
+    ]
 
 
 def coincidence_report(sweep: Sweep, threshold: float) -> str:
     """The table as Markdown, with what its columns are."""
-    header = ["seed", "arms", "steps", "spike steps", "in both", "expected", "p"]
-    header += ["cut prompts", "in both", "expected", "p"]
+    tests = pair_tests(sweep, threshold)
+    n_tests = sum(np.isfinite(p.p_value) for *_, s, q in tests for p in (s, q))
+    header = ["seed", "arms", "steps", "spike steps", "in both", "expected", "p", "Holm p"]
+    header += ["cut prompts", "in both", "expected", "p", "Holm p"]
     legend = (
         f"Spike steps: RL steps whose garbled share exceeds {threshold:g}, in each arm. In both:"
         " steps where both spike. Expected and p: the mean count and P(count >= in both) over"
         " every circular shift of the second arm's series. Cut prompts: at the ratio dumps both"
         " runs hold, the prompts with an unfinished response (each step's prompt counted once),"
         " in each arm. In both: prompts cut in both at the same step. Expected and p: each arm's"
-        " cut prompts drawn at random among the step's prompts (exact)."
+        " cut prompts drawn at random among the step's prompts (exact). Holm p: p adjusted for"
+        f" the table's {n_tests} tests (Holm's step-down method): taking those at or below 0.05"
+        " as coincidences keeps the chance of any false one in the table at or below 5%."
     )
-    table = markdown_table(header, coincidence_rows(sweep, threshold))
+    table = markdown_table(header, coincidence_rows(tests))
     return f"### Garbled steps and garbled prompts, per pair of arms\n\n{legend}\n\n{table}\n"

@@ -91,7 +91,7 @@ def test_garbled_coincidence_counts_the_dumps_and_names_bad_input(sweep, tmp_pat
     row = next(r for r in done.stdout.splitlines() if r.startswith("| 0 | `a` / `b` |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2:5] == ["2", f"{spikes} / {spikes}", str(spikes)]  # identical arms: all shared
-    assert cells[7:9] == [f"{sum(cut)} / {sum(cut)}", str(sum(cut))]
+    assert cells[8:10] == [f"{sum(cut)} / {sum(cut)}", str(sum(cut))]
     run = load_sweep(sweep)["a"][0]
     assert [len(run.batches[s][1]) for s in (1, 2)] == cut
     bad = subprocess.run([*cmd, "--threshold=1.5"], capture_output=True, text=True)

@@ -3,13 +3,16 @@ synthetic runs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from calclip_jax.analysis.multiplicity import holm
 from calclip_jax.reports.garbled_coincidence import (
     GarbledRun,
     batch_coincidence,
     coincidence_report,
     coincidence_rows,
+    pair_tests,
     step_coincidence,
 )
 
@@ -46,14 +49,30 @@ def test_batches_with_different_prompts_do_not_pair():
 def test_rows_cover_every_pair_of_each_seed():
     a = run({1: 0.1, 2: 0.0}, {1: {"p1"}})
     sweep = {"x": {0: a, 1: a}, "y": {0: a, 1: a}, "z": {0: a}}
-    rows = coincidence_rows(sweep, 0.03)
+    rows = coincidence_rows(pair_tests(sweep, 0.03))
     assert [r[:2] for r in rows] == [
         ["0", "`x` / `y`"],
         ["0", "`x` / `z`"],
         ["0", "`y` / `z`"],
         ["1", "`x` / `y`"],
     ]
-    assert rows[0][2:] == ["2", "1 / 1", "1", "0.00", "0.00", "1 / 1", "1", "0.06", "0.06"]
+    # steps: p 0 (no shift lines the spikes up); prompts: p 1/16, Holm's x 4 (ranks 5-8 of 8)
+    assert rows[0][2:] == [
+        *["2", "1 / 1", "1", "0.00", "0.00", "0.00"],
+        *["1 / 1", "1", "0.06", "0.06", "0.25"],
+    ]
     text = coincidence_report(sweep, 0.03)
-    assert "exceeds 0.03, in each arm" in text
+    assert "exceeds 0.03, in each arm" in text and "the table's 8 tests" in text
     assert text.count("\n| ") == 1 + len(rows)  # the header, then one line per row
+
+
+def test_holm_takes_both_tests_of_every_row_as_one_family():
+    quiet = run({s: 0.0 for s in range(1, 9)}, {1: set()})
+    spiky = run({s: 0.1 * (s % 2) for s in range(1, 9)}, {1: {"p1", "p2"}})
+    sweep = {"x": {0: spiky}, "y": {0: spiky}, "z": {0: quiet}}
+    tests = pair_tests(sweep, 0.03)
+    raw = [c.p_value for *_, s, q in tests for c in (s, q)]
+    want = holm(raw)
+    got = [r[i] for r in coincidence_rows(tests) for i in (7, 12)]
+    assert got == ["n/a" if np.isnan(w) else f"{w:.2f}" for w in want]
+    assert sum(np.isfinite(raw)) == 2  # `z` marks nothing: its tests have no p and no count
