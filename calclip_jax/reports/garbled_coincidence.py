@@ -41,13 +41,13 @@ class GarbledRun:
     batches: dict[int, Batch]
 
 
-def load_run(workdir: str | Path) -> GarbledRun:
-    """A run's `GarbledRun`: its metrics and its decoded ratio dumps."""
-    cols = load_columns(workdir)
+def load_run(workdir: str | Path, last_step: int | None = None) -> GarbledRun:
+    """A run's `GarbledRun`: its metrics and its decoded ratio dumps (through `last_step`)."""
+    cols = load_columns(workdir, last_step)
     steps = cols.get("step", np.zeros(0, np.int64)).astype(np.int64)
     values = cols.get(METRIC, np.full(steps.shape, np.nan)).astype(np.float64)
     batches: dict[int, Batch] = {}
-    dumps = dump_steps(workdir)
+    dumps = dump_steps(workdir, last_step)
     if dumps:
         tokenizer = run_spec_of(workdir).tokenizer
         for step, path in sorted(dumps.items()):
@@ -60,9 +60,9 @@ def load_run(workdir: str | Path) -> GarbledRun:
 Sweep = dict[str, dict[int, GarbledRun]]  # arm -> seed -> run
 
 
-def load_sweep(sweep_dir: str | Path) -> Sweep:
-    """Every run under `sweep_dir`, by arm and seed."""
-    return read_arms_by_seed(sweep_dir, load_run)
+def load_sweep(sweep_dir: str | Path, last_step: int | None = None) -> Sweep:
+    """Every run under `sweep_dir`, by arm and seed, each through `last_step`."""
+    return read_arms_by_seed(sweep_dir, lambda path: load_run(path, last_step))
 
 
 def arms_of_seed(sweep: Sweep) -> dict[int, list[str]]:
@@ -137,8 +137,9 @@ def coincidence_report(sweep: Sweep, threshold: float) -> str:
     header += ["cut prompts", "in both", "expected", "p", "Holm p"]
     legend = (
         f"Spike steps: RL steps whose garbled share exceeds {threshold:g}, in each arm. In both:"
-        " steps where both spike. Expected and p: the mean count and P(count >= in both) over"
-        " every circular shift of the second arm's series. Cut prompts: at the ratio dumps both"
+        " steps where both spike. Expected: the mean count over every other circular shift of the"
+        " second arm's series; p: the share of all shifts, this one included, with a count >= in"
+        " both (at least 1 / steps). Cut prompts: at the ratio dumps both"
         " runs hold, the prompts with an unfinished response (each step's prompt counted once),"
         " in each arm. In both: prompts cut in both at the same step. Expected and p: each arm's"
         " cut prompts drawn at random among the step's prompts (exact). Holm p: p adjusted for"

@@ -104,10 +104,15 @@ def test_garbled_coincidence_counts_the_dumps_and_names_bad_input(sweep, tmp_pat
 
 
 @pytest.mark.parametrize(
-    "command", ["experiments.working_fidelity", "experiments.paired_report --baseline=a"]
+    "command",
+    [
+        "experiments.working_fidelity --n_boot=50",
+        "experiments.paired_report --baseline=a --n_boot=50",
+        "experiments.garbled_coincidence --threshold=0",
+    ],
 )
 def test_last_step_reads_the_sweep_as_it_stood(sweep, tmp_path, command):
-    cmd = [sys.executable, "-m", *command.split(), "--n_boot=50"]
+    cmd = [sys.executable, "-m", *command.split()]
 
     check_last_step(cmd, sweep, tmp_path / "then", last_step=1)
     bad = subprocess.run(

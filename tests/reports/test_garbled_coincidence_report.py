@@ -56,10 +56,11 @@ def test_rows_cover_every_pair_of_each_seed():
         ["0", "`y` / `z`"],
         ["1", "`x` / `y`"],
     ]
-    # steps: p 0 (no shift lines the spikes up); prompts: p 1/16, Holm's x 4 (ranks 5-8 of 8)
+    # steps: p 1/2 (the observed shift of two lines the spikes up, the other not); prompts:
+    # p 1/16. Holm over the 8: the four 1/16 first (x 8, 7, 6, 5: 0.5), the four 1/2 (x 4..: 1)
     assert rows[0][2:] == [
-        *["2", "1 / 1", "1", "0.00", "0.00", "0.00"],
-        *["1 / 1", "1", "0.06", "0.06", "0.25"],
+        *["2", "1 / 1", "1", "0.00", "0.50", "1.00"],
+        *["1 / 1", "1", "0.06", "0.06", "0.50"],
     ]
     text = coincidence_report(sweep, 0.03)
     assert "exceeds 0.03, in each arm" in text and "the table's 8 tests" in text
