@@ -104,6 +104,11 @@ def pair_tests(sweep: Sweep, threshold: float) -> list[PairTests]:
     return out
 
 
+def p_values(tests: list[PairTests]) -> list[float]:
+    """The raw p of every test, row by row, the steps test before the prompts test."""
+    return [c.p_value for *_, steps, prompts in tests for c in (steps, prompts)]
+
+
 def _p(value: float) -> str:
     return "n/a" if np.isnan(value) else f"{value:.2f}"
 
@@ -116,7 +121,7 @@ def _cells(c: Coincidence, adjusted: float) -> list[str]:
 def coincidence_rows(tests: list[PairTests]) -> list[list[str]]:
     """One row per pair of arms: steps, both tests' cells with p and Holm's p. Holm's adjustment
     takes every test of the table (two a row) as one family."""
-    adjusted = holm([p.p_value for *_, steps, prompts in tests for p in (steps, prompts)])
+    adjusted = holm(p_values(tests))
     return [
         [
             str(seed),
@@ -132,7 +137,7 @@ def coincidence_rows(tests: list[PairTests]) -> list[list[str]]:
 def coincidence_report(sweep: Sweep, threshold: float) -> str:
     """The table as Markdown, with what its columns are."""
     tests = pair_tests(sweep, threshold)
-    n_tests = sum(np.isfinite(p.p_value) for *_, s, q in tests for p in (s, q))
+    n_tests = int(np.isfinite(p_values(tests)).sum())
     header = ["seed", "arms", "steps", "spike steps", "in both", "expected", "p", "Holm p"]
     header += ["cut prompts", "in both", "expected", "p", "Holm p"]
     legend = (

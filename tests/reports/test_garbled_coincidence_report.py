@@ -72,7 +72,7 @@ def test_holm_takes_both_tests_of_every_row_as_one_family():
     spiky = run({s: 0.1 * (s % 2) for s in range(1, 9)}, {1: {"p1", "p2"}})
     sweep = {"x": {0: spiky}, "y": {0: spiky}, "z": {0: quiet}}
     tests = pair_tests(sweep, 0.03)
-    raw = [c.p_value for *_, s, q in tests for c in (s, q)]
+    raw = [c.p_value for *_, steps, prompts in tests for c in (steps, prompts)]
     want = holm(raw)
     got = [r[i] for r in coincidence_rows(tests) for i in (7, 12)]
     assert got == ["n/a" if np.isnan(w) else f"{w:.2f}" for w in want]
