@@ -22,6 +22,15 @@ LEVEL = 0.9  # two-sided coverage of every interval here
 N_BOOT = 4000
 
 
+def significant(value: float, digits: int) -> str:
+    """`value` to `digits` significant digits, whole numbers up to 1e6 written out ("100", not
+    "1e+02"); 'n/a' when not finite."""
+    if not math.isfinite(value):
+        return "n/a"
+    text = f"{value:.{digits}g}"
+    return f"{value:.0f}" if "e" in text and 1 <= abs(value) < 1e6 else text
+
+
 @dataclasses.dataclass(frozen=True)
 class Interval:
     """A point estimate with its bootstrap interval (NaN where the data had no finite value)."""
@@ -38,18 +47,19 @@ class Interval:
         return bool(self.low > value or self.high < value)
 
     def fmt(self, scale: float = 1.0, digits: int = 3, suffix: str = "") -> str:
-        """'est [low, high]' with each number times `scale`; 'n/a' when undefined."""
+        """'est [low, high]' with each number times `scale` (`significant`); 'n/a' when
+        undefined."""
         if not math.isfinite(self.estimate):
             return "n/a"
-        lo, hi = (f"{v * scale:.{digits}g}" if math.isfinite(v) else "n/a" for v in self.bounds)
-        return f"{self.estimate * scale:.{digits}g}{suffix} [{lo}, {hi}]"
+        lo, hi = (significant(v * scale, digits) for v in self.bounds)
+        return f"{significant(self.estimate * scale, digits)}{suffix} [{lo}, {hi}]"
 
     def fmt_per_seed(
         self, scale: float = 1.0, digits: int = 3, labels: Sequence[object] | None = None
     ) -> str:
         """Each seed's estimate times `scale`, comma-separated ('n/a' for a seed without one),
         each after its label ("1: -3.7, 2: -4.7") when `labels` names the seeds."""
-        cells = [f"{v * scale:.{digits}g}" if math.isfinite(v) else "n/a" for v in self.per_seed]
+        cells = [significant(v * scale, digits) for v in self.per_seed]
         if labels is not None:
             cells = [f"{label}: {cell}" for label, cell in zip(labels, cells, strict=True)]
         return ", ".join(cells)

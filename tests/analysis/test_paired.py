@@ -10,12 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calclip_jax.analysis.paired import (
+    Interval,
     default_block,
     mean_interval,
     paired_difference,
     ratio_difference,
     ratio_of_means,
     resample_indices,
+    significant,
 )
 
 
@@ -134,3 +136,13 @@ def test_ratio_difference_pairs_the_groups_resamples():
     undefined = ratio_difference((num_a, 0 * den_a), (num_b, den_b))  # group a has no token
     assert math.isnan(undefined.estimate) and len(undefined.per_seed) == 2
     assert undefined.fmt_per_seed(labels=[1, 2]) == "1: n/a, 2: n/a"
+
+
+def test_numbers_keep_their_digits_and_never_turn_exponential_below_a_million():
+    assert significant(100.0, 2) == "100" and significant(99.5, 2) == "100"
+    assert significant(1234.4, 3) == "1234" and significant(0.0123, 2) == "0.012"
+    assert significant(4.44, 2) == "4.4" and significant(2e6, 3) == "2e+06"
+    assert significant(math.nan, 2) == "n/a" and significant(-250.0, 2) == "-250"
+    shares = Interval(0.995, 0.98, 1.0, seeds=1, steps=1, per_seed=(1.0, math.nan))
+    assert shares.fmt(scale=100, digits=2) == "100 [98, 100]"  # was "1e+02 [98, 1e+02]"
+    assert shares.fmt_per_seed(scale=100, digits=2) == "100, n/a"
