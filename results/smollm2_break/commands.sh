@@ -23,3 +23,4 @@ python -m experiments.paired_report --sweep=results/smollm2_break --baseline=bf1
 python -m experiments.working_fidelity --sweep=results/smollm2_break --baseline=bf16 --surprisal --out=results/smollm2_break/working_fidelity.md --figure=results/smollm2_break/working_fidelity.png
 python -m experiments.clipped_trace --sweep=results/smollm2_break --out=results/smollm2_break/clipped_trace.md
 python -m experiments.garbled_coincidence --sweep=results/smollm2_break --out=results/smollm2_break/garbled_coincidence.md
+python -m experiments.cut_gradient --sweep=results/smollm2_break --out=results/smollm2_break/cut_gradient.md

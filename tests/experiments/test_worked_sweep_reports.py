@@ -2,8 +2,8 @@
 
 experiments.working_fidelity: the shares are those of the decoded dumps, identical arms pair to
 zero. experiments.garbled_coincidence: the counts are those of the decoded dumps and metrics.
-Both name bad input. With --last_step, they and experiments.paired_report read the sweep as it
-stood at that step."""
+experiments.cut_gradient: its counts are those of the decoded dumps. All three name bad input.
+With --last_step, they and experiments.paired_report read the sweep as it stood at that step."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from experiments_testutil import tiny_config
 from run_fixtures import check_last_step
 
 from calclip_jax.probes.dump_responses import dump_responses
+from calclip_jax.reports import cut_gradient
 from calclip_jax.reports.garbled_coincidence import load_sweep
 from calclip_jax.reports.working_fidelity import batch_shares, sweep_fidelity
 from calclip_jax.train.rl_loop import run_experiment
@@ -103,12 +104,35 @@ def test_garbled_coincidence_counts_the_dumps_and_names_bad_input(sweep, tmp_pat
     assert lone.returncode != 0 and "has two arms to pair" in lone.stderr
 
 
+def test_cut_gradient_counts_the_dumps_and_names_bad_input(sweep, tmp_path):
+    cmd = [sys.executable, "-m", "experiments.cut_gradient", f"--sweep={sweep}", "--n_boot=50"]
+    out = tmp_path / "c.md"
+    done = subprocess.run([*cmd, f"--out={out}"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == done.stdout
+    responses = [r for step in (1, 2) for r in dump_responses(sweep / "a__seed0", step)[1]]
+    cut = [r for r in responses if not r.finished]
+    rows = {
+        cells[0]: cells
+        for r in done.stdout.splitlines()
+        if r.startswith(("| a |", "| b |"))
+        for cells in [[c.strip() for c in r.strip("|").split("|")]]
+    }
+    assert rows["a"][1:3] == ["1 x 2", f"{len(cut)} of {len(responses)}"]
+    assert rows["a"][1:] == rows["b"][1:]  # identical arms
+    counts = cut_gradient.load_sweep(sweep)["a"][0]
+    assert sum(c.zero_rows[0] for c in counts.values()) == sum(r.advantage == 0 for r in cut)
+    empty = subprocess.run([*cmd[:-2], f"--sweep={tmp_path}"], capture_output=True, text=True)
+    assert empty.returncode != 0 and "holds a ratio dump" in empty.stderr
+
+
 @pytest.mark.parametrize(
     "command",
     [
         "experiments.working_fidelity --n_boot=50",
         "experiments.paired_report --baseline=a --n_boot=50",
         "experiments.garbled_coincidence --threshold=0",
+        "experiments.cut_gradient --n_boot=50",
     ],
 )
 def test_last_step_reads_the_sweep_as_it_stood(sweep, tmp_path, command):
