@@ -18,13 +18,12 @@ then the traced runs per lag with the contrast clipped minus not clipped
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from absl import app, flags
 
 from calclip_jax.reports.clipped_trace import trace_rows, trace_table
 from calclip_jax.workdir.run_record import RunRecordError
-from experiments.report_flags import LAST_STEP
+from experiments.report_flags import LAST_STEP, emit
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The run folder.")
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder, instead of --workdir.")
@@ -53,9 +52,7 @@ def sweep_main() -> None:
         + "\n\n"
         + (sweep_trace_table(rows) if rows else "(no run holds a trace: ratios/trace_step_*.npz)")
     )
-    print(text)
-    if _OUT.value:
-        Path(_OUT.value).write_text(text + "\n")
+    emit(text + "\n", _OUT.value)
 
 
 def main(argv: list[str]) -> None:
@@ -75,9 +72,7 @@ def main(argv: list[str]) -> None:
             "--config.log.trace_dumps=N and log.ratios_every set"
         )
     text = trace_table(rows)
-    print(text)
-    if _OUT.value:
-        Path(_OUT.value).write_text(text + "\n")
+    emit(text + "\n", _OUT.value)
     if _FIGURE.value:
         from calclip_jax.reports.clipped_trace_figure import trace_figure  # matplotlib only here
 

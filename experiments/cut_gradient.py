@@ -13,15 +13,11 @@ table; --last_step reads the runs as they stood at that RL step.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from absl import app, flags, logging
 
-from calclip_jax.config import ConfigError
-from calclip_jax.probes.eval_checkpoint import EvalError
 from calclip_jax.reports.cut_gradient import cut_report, load_sweep
-from calclip_jax.workdir.run_record import RunRecordError
-from experiments.report_flags import LAST_STEP
+from experiments.report_flags import LAST_STEP, READ_ERRORS, emit
 
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
 _OUT = flags.DEFINE_string("out", None, "Also write the table to this Markdown file.")
@@ -32,14 +28,12 @@ def main(argv: list[str]) -> None:
     del argv
     try:
         sweep = load_sweep(_SWEEP.value, LAST_STEP.value)
-    except (ConfigError, EvalError, RunRecordError, ValueError) as err:
+    except READ_ERRORS as err:
         sys.exit(f"cut_gradient: {err}")
     if not sweep:
         sys.exit(f"cut_gradient: no run under {_SWEEP.value} holds a ratio dump")
     text = cut_report(sweep, n_boot=_BOOT.value)
-    print(text, end="")
-    if _OUT.value:
-        Path(_OUT.value).write_text(text)
+    emit(text, _OUT.value)
 
 
 if __name__ == "__main__":

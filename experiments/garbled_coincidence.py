@@ -13,15 +13,11 @@ tests. --out also writes the table; --last_step reads the runs as they stood at 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from absl import app, flags, logging
 
-from calclip_jax.config import ConfigError
-from calclip_jax.probes.eval_checkpoint import EvalError
 from calclip_jax.reports.garbled_coincidence import arms_of_seed, coincidence_report, load_sweep
-from calclip_jax.workdir.run_record import RunRecordError
-from experiments.report_flags import LAST_STEP
+from experiments.report_flags import LAST_STEP, READ_ERRORS, emit
 
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
 _THRESHOLD = flags.DEFINE_float(
@@ -39,11 +35,9 @@ def main(argv: list[str]) -> None:
         if not any(len(arms) > 1 for arms in arms_of_seed(sweep).values()):
             sys.exit(f"garbled_coincidence: no seed under {_SWEEP.value} has two arms to pair")
         text = coincidence_report(sweep, _THRESHOLD.value)
-    except (ConfigError, EvalError, RunRecordError, ValueError) as err:
+    except READ_ERRORS as err:
         sys.exit(f"garbled_coincidence: {err}")
-    print(text, end="")
-    if _OUT.value:
-        Path(_OUT.value).write_text(text)
+    emit(text, _OUT.value)
 
 
 if __name__ == "__main__":

@@ -19,14 +19,13 @@ starts with the treatment.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from absl import app, flags
 
 from calclip_jax.reports.final_policies import final_policy_report, load_scores
 from calclip_jax.reports.paired_arms import by_run_name, load_seeded_runs, paired_report
 from calclip_jax.reports.warm_starts import mixed_warm_starts, seed_digests, warm_start_line
-from experiments.report_flags import LAST_STEP
+from experiments.report_flags import LAST_STEP, emit
 
 _SWEEP = flags.DEFINE_string("sweep", None, "Folder of the sweep's run folders.", required=True)
 _BASELINE = flags.DEFINE_string("baseline", "bf16", "The arm every other is paired against.")
@@ -73,9 +72,7 @@ def main(argv: list[str]) -> None:
         except (OSError, ValueError) as err:
             sys.exit(f"error: --evals: {err}")
     text += "\n\n" + warm_start_line(digests)
-    print(text)
-    if _OUT.value:
-        Path(_OUT.value).write_text(text + "\n")
+    emit(text + "\n", _OUT.value)
     if _FIGURE.value:
         from calclip_jax.reports.paired_figure import paired_forest  # matplotlib only here
 

@@ -19,16 +19,12 @@ the rest) over the first and second half of the shared dump steps
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from absl import app, flags, logging
 
-from calclip_jax.config import ConfigError
-from calclip_jax.probes.eval_checkpoint import EvalError
 from calclip_jax.reports.working_fidelity import fidelity_report, seed_steps, sweep_fidelity
 from calclip_jax.reports.working_surprisal import surprisal_report, sweep_surprisal
-from calclip_jax.workdir.run_record import RunRecordError
-from experiments.report_flags import LAST_STEP
+from experiments.report_flags import LAST_STEP, READ_ERRORS, emit
 
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
 _BASELINE = flags.DEFINE_string("baseline", None, "Arm the others are paired against.")
@@ -42,7 +38,7 @@ def main(argv: list[str]) -> None:
     del argv
     try:
         fidelity = sweep_fidelity(_SWEEP.value, LAST_STEP.value)
-    except (ConfigError, EvalError, RunRecordError, ValueError) as err:
+    except READ_ERRORS as err:
         sys.exit(f"working_fidelity: {err}")
     if not fidelity:
         sys.exit(f"working_fidelity: no run under {_SWEEP.value} holds a ratio dump")
@@ -52,9 +48,7 @@ def main(argv: list[str]) -> None:
     if _SURPRISAL.value:
         surprisal = sweep_surprisal(_SWEEP.value, LAST_STEP.value)
         text += "\n" + surprisal_report(surprisal, seed_steps(surprisal))
-    print(text, end="")
-    if _OUT.value:
-        Path(_OUT.value).write_text(text)
+    emit(text, _OUT.value)
     if _FIGURE.value:
         from calclip_jax.reports.working_fidelity_figure import fidelity_figure  # matplotlib here
 
