@@ -12,12 +12,10 @@ table; --last_step reads the runs as they stood at that RL step.
 
 from __future__ import annotations
 
-import sys
-
 from absl import app, flags, logging
 
 from calclip_jax.reports.cut_gradient import cut_report, load_sweep
-from experiments.report_flags import LAST_STEP, READ_ERRORS, emit
+from experiments.report_flags import LAST_STEP, emit, read_dumps
 
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
 _OUT = flags.DEFINE_string("out", None, "Also write the table to this Markdown file.")
@@ -26,12 +24,9 @@ _BOOT = flags.DEFINE_integer("n_boot", 4000, "Bootstrap resamples.", lower_bound
 
 def main(argv: list[str]) -> None:
     del argv
-    try:
-        sweep = load_sweep(_SWEEP.value, LAST_STEP.value)
-    except READ_ERRORS as err:
-        sys.exit(f"cut_gradient: {err}")
-    if not sweep:
-        sys.exit(f"cut_gradient: no run under {_SWEEP.value} holds a ratio dump")
+    sweep = read_dumps(
+        "cut_gradient", _SWEEP.value, lambda: load_sweep(_SWEEP.value, LAST_STEP.value)
+    )
     text = cut_report(sweep, n_boot=_BOOT.value)
     emit(text, _OUT.value)
 

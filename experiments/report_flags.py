@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Sized
 from pathlib import Path
+from typing import TypeVar
 
 from absl import flags
 
@@ -18,6 +21,8 @@ LAST_STEP = flags.DEFINE_integer(
     lower_bound=1,
 )
 
+Loaded = TypeVar("Loaded", bound=Sized)
+
 # What reading a sweep's runs and decoding their dumps raises on bad input: a report names it.
 READ_ERRORS = (ConfigError, EvalError, RunRecordError, ValueError)
 
@@ -27,3 +32,15 @@ def emit(text: str, out: str | None) -> None:
     print(text, end="")
     if out:
         Path(out).write_text(text)
+
+
+def read_dumps(command: str, sweep: str, load: Callable[[], Loaded]) -> Loaded:
+    """`load()`, a report's reading of `sweep`'s ratio dumps; bad input, or no run holding a dump,
+    ends `command` with one line naming it."""
+    try:
+        loaded = load()
+    except READ_ERRORS as err:
+        sys.exit(f"{command}: {err}")
+    if not loaded:
+        sys.exit(f"{command}: no run under {sweep} holds a ratio dump")
+    return loaded

@@ -24,7 +24,7 @@ from absl import app, flags, logging
 
 from calclip_jax.reports.working_fidelity import fidelity_report, seed_steps, sweep_fidelity
 from calclip_jax.reports.working_surprisal import surprisal_report, sweep_surprisal
-from experiments.report_flags import LAST_STEP, READ_ERRORS, emit
+from experiments.report_flags import LAST_STEP, emit, read_dumps
 
 _SWEEP = flags.DEFINE_string("sweep", None, "A seeded sweep's folder.", required=True)
 _BASELINE = flags.DEFINE_string("baseline", None, "Arm the others are paired against.")
@@ -36,12 +36,9 @@ _SURPRISAL = flags.DEFINE_bool("surprisal", False, "Append the surprisal by toke
 
 def main(argv: list[str]) -> None:
     del argv
-    try:
-        fidelity = sweep_fidelity(_SWEEP.value, LAST_STEP.value)
-    except READ_ERRORS as err:
-        sys.exit(f"working_fidelity: {err}")
-    if not fidelity:
-        sys.exit(f"working_fidelity: no run under {_SWEEP.value} holds a ratio dump")
+    fidelity = read_dumps(
+        "working_fidelity", _SWEEP.value, lambda: sweep_fidelity(_SWEEP.value, LAST_STEP.value)
+    )
     if _BASELINE.value is not None and _BASELINE.value not in fidelity:
         sys.exit(f"working_fidelity: no arm {_BASELINE.value!r}; arms: {sorted(fidelity)}")
     text = fidelity_report(fidelity, _BASELINE.value, n_boot=_BOOT.value)
