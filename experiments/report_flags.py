@@ -1,4 +1,4 @@
-"""Flags and output shared by the report commands (one definition each)."""
+"""Flags, input and output shared by the report commands (one definition each)."""
 
 from __future__ import annotations
 
