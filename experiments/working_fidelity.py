@@ -6,13 +6,13 @@
 Decodes every ratio dump (`log.ratios_every`: the whole batch) of every run under --sweep and
 grades each response against the task's demonstration (calclip_jax.data.tasks.column_working):
 result right, every column written, columns summing the right digits, column sums true, the
-working verbatim. Prints per arm the share over the dump steps all arms share and over their
-second half, with 90% bootstrap intervals over seeds and steps, the late half paired against
---baseline; then how often the result is right with the columns right and without; then the
-shares per dump step. --out also writes it, --figure draws the shares over RL steps. --surprisal
-appends, per arm, the sampled tokens' mean surprisal by role (the working's digits, the result's,
-the rest) over the first and second half of the shared dump steps
-(calclip_jax.reports.working_surprisal): which part of a response carries its entropy.
+working verbatim, and (of the sums that carry) a carry left out. Prints per arm the share over
+the dump steps all arms share and over their second half, with 90% bootstrap intervals over seeds
+and steps, the late half paired against --baseline; then how often the result is right with the
+columns right and without; then the shares per dump step. --out also writes it, --figure draws
+the shares over RL steps. --surprisal appends, per arm, the sampled tokens' mean surprisal by role
+(the working's digits, the result's, the rest) over the first and second half of the shared dump
+steps (calclip_jax.reports.working_surprisal): which part of a response carries its entropy.
 --last_step reads the runs as they stood at that RL step.
 """
 

@@ -3,7 +3,8 @@ sweep's ratio dumps graded by `data.tasks.column_working`.
 
     <sweep>/<arm>__seed<k>/ratios/step_XXXXXX.npz   (`log.ratios_every`: the whole batch)
 
-Per dump, the share of the batch's responses with each `WorkingCheck` field true. The arms of a
+Per dump, the share of the batch's responses with each `WorkingCheck` field true, and of those
+whose sum carries, the share with a carry left out (`CARRY`). The arms of a
 seed see the same prompts at each step, so arms are compared paired over (seed, dump step):
 intervals resample seeds, then dump steps (`analysis.paired`). Each seed counts the dump steps all
 its runs hold (a seed cut short does not cut the others); a "late half" is each seed's own.
@@ -26,37 +27,56 @@ from calclip_jax.analysis.paired import (
     ratio_of_means,
     second_halves,
 )
-from calclip_jax.data.tasks.column_working import FIELDS, check_working, operands, pass_rates
+from calclip_jax.data.tasks.column_working import (
+    FIELDS,
+    carry_left_out,
+    check_working,
+    operands,
+    pass_rates,
+)
 from calclip_jax.probes.dump_responses import DumpedResponse, decode_dump
 from calclip_jax.probes.eval_checkpoint import run_spec_of
 from calclip_jax.reports.paired_arms import markdown_table, steps_label
 from calclip_jax.workdir.ratio_dumps import dump_steps
 from calclip_jax.workdir.run_record import read_arms_by_seed
 
-Shares = dict[str, float]  # WorkingCheck field (and JOINT) -> share of a batch
+Shares = dict[str, float]  # WorkingCheck field (and JOINT, CARRY) -> share of a batch
 Fidelity = dict[str, dict[int, dict[int, Shares]]]  # arm -> seed -> dump step -> shares
 PerDump = Mapping[str, Mapping[int, Mapping[int, object]]]  # any arm -> seed -> dump step -> value
 
 JOINT = "result_and_columns_right"  # share with both: what "does right working pay?" reads
+CARRY = "carry_left_out"  # share of the responses whose sum carries (`carry_left_out`)
+REPORTED = (*FIELDS, CARRY)  # the tables' and the figure's rows, in order
 LABELS = {
     "result_right": "result right",
     "all_columns": "every column written",
     "columns_right": "columns sum the right digits",
     "sums_true": "column sums true",
     "exact": "working as demonstrated",
+    CARRY: "carry left out (sums that carry)",
 }
 
 
+def share(flags: Sequence[bool]) -> float:
+    """The share of `flags` true (NaN when there are none)."""
+    return sum(flags) / len(flags) if flags else float("nan")
+
+
 def batch_shares(responses: Sequence[DumpedResponse]) -> Shares:
-    """Each field's share among the responses whose prompt poses a sum, and `JOINT`'s (NaN when
-    none does)."""
-    checks = [
-        check_working(numbers, r.response)
+    """Each field's share among the responses whose prompt poses a sum, `JOINT`'s, and `CARRY`'s
+    among those whose sum carries (NaN where there are none)."""
+    posed = [
+        (numbers, r.response)
         for r in responses
         if (numbers := operands(r.prompt)) is not None and len(numbers) >= 2
     ]
-    joint = [c.result_right and c.columns_right for c in checks]
-    return {**pass_rates(checks), JOINT: sum(joint) / len(joint) if joint else float("nan")}
+    checks = [check_working(numbers, text) for numbers, text in posed]
+    left_out = [carry_left_out(numbers, text) for numbers, text in posed]
+    return {
+        **pass_rates(checks),
+        JOINT: share([c.result_right and c.columns_right for c in checks]),
+        CARRY: share([c for c in left_out if c is not None]),
+    }
 
 
 def run_fidelity(workdir: str | Path, last_step: int | None = None) -> dict[int, Shares]:
@@ -119,7 +139,7 @@ def fidelity_rows(fidelity: Fidelity, baseline: str | None = None, **boot: Any) 
     for arm in sorted(fidelity):
         seeds = sorted(fidelity[arm])
         paired = sorted(set(seeds) & set(fidelity.get(baseline, {}))) if baseline != arm else []
-        for field in FIELDS:
+        for field in REPORTED:
             x = matrix(fidelity, arm, seeds, steps, field)
             diff = "-"
             if paired:
@@ -165,22 +185,26 @@ def payoff_rows(fidelity: Fidelity, **boot: Any) -> list[list[str]]:
     return rows
 
 
+def nan_mean(values: Sequence[float]) -> float:
+    """The mean of the finite `values` (NaN when none is)."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
 def seed_means(fidelity: Fidelity) -> dict[str, dict[int, Shares]]:
     """arm -> dump step -> each field's share averaged over the seeds that dumped there."""
     out: dict[str, dict[int, Shares]] = {}
     for arm, by_seed in sorted(fidelity.items()):
         for step in sorted(set().union(*(set(v) for v in by_seed.values()))):
             at = [v[step] for v in by_seed.values() if step in v]
-            out.setdefault(arm, {})[step] = {
-                f: float(np.nanmean([a[f] for a in at])) for f in FIELDS
-            }
+            out.setdefault(arm, {})[step] = {f: nan_mean([a[f] for a in at]) for f in REPORTED}
     return out
 
 
 def per_step_rows(fidelity: Fidelity) -> list[list[str]]:
     """Rows "dump step, arm, each field's share (`seed_means`, percent)", by step then arm."""
     rows = [
-        [str(step), arm] + [f"{100 * shares[f]:.0f}" for f in FIELDS]
+        [str(step), arm] + [f"{100 * shares[f]:.0f}" for f in REPORTED]
         for arm, by_step in seed_means(fidelity).items()
         for step, shares in by_step.items()
     ]
@@ -214,7 +238,7 @@ def fidelity_report(fidelity: Fidelity, baseline: str | None = None, **boot: Any
         rows,
     )
     per_step = markdown_table(
-        ["step", "arm"] + [LABELS[f] for f in FIELDS], per_step_rows(fidelity)
+        ["step", "arm"] + [LABELS[f] for f in REPORTED], per_step_rows(fidelity)
     )
     payoff = markdown_table(
         [

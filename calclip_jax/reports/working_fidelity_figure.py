@@ -1,4 +1,4 @@
-"""Each arm's working fidelity over RL steps: one panel per `WorkingCheck` field."""
+"""Each arm's working fidelity over RL steps: one panel per reported share (`REPORTED`)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,16 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from calclip_jax.data.tasks.column_working import FIELDS
 from calclip_jax.reports.plots import arm_colors, finish_figure
-from calclip_jax.reports.working_fidelity import LABELS, Fidelity, seed_means
+from calclip_jax.reports.working_fidelity import LABELS, REPORTED, Fidelity, seed_means
 
 
 def fidelity_figure(fidelity: Fidelity, save: str | Path | None = None) -> Figure:
     """Share of each batch (mean over seeds) against the dump's RL step, a line per arm."""
     means = seed_means(fidelity)
     colors = arm_colors(list(means))
-    fig, axes = plt.subplots(1, len(FIELDS), figsize=(3.4 * len(FIELDS), 3.2), sharey=True)
-    for ax, field in zip(axes, FIELDS, strict=True):
+    fig, axes = plt.subplots(1, len(REPORTED), figsize=(3.4 * len(REPORTED), 3.2), sharey=True)
+    for ax, field in zip(axes, REPORTED, strict=True):
         for arm, by_step in means.items():
             steps = sorted(by_step)
             ax.plot(

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from calclip_jax.data.registry import get_task
 from calclip_jax.data.tasks.column_working import (
     FIELDS,
+    carry_left_out,
     check_working,
     column_statements,
     column_working,
+    columns,
     operands,
     token_roles,
 )
@@ -63,6 +65,43 @@ def test_a_wrong_result_is_only_the_result(numbers, delta):
         "sums_true": True,
         "exact": False,
     }
+
+
+@given(NUMBERS)
+def test_the_demonstration_keeps_every_carry(numbers):
+    carries = any(carry for _, carry in columns(numbers))
+    assert carry_left_out(numbers, column_working(numbers)) is (False if carries else None)
+
+
+@given(NUMBERS, st.data())
+def test_a_carry_dropped_from_a_column_is_read_as_left_out(numbers, data):
+    # a column of two or more digits stays a statement ("t1 + t2 = s") without its carry
+    carried = [i for i, (digits, carry) in enumerate(columns(numbers)) if carry and len(digits) > 1]
+    if not carried:
+        return
+    i = data.draw(st.sampled_from(carried))
+    reference = column_working(numbers)
+    head, sep, tail = reference.partition("; so ")
+    parts = head.split("; ")
+    parts[i] = parts[i].replace(f" + {columns(numbers)[i][1]} =", " =", 1)
+    response = "; ".join(parts) + sep + tail
+    assert carry_left_out(numbers, response) is True
+    assert not check_working(numbers, response).columns_right
+
+
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        ("8 + 9 = 17, write 7; 2 + 1 = 3; so 28 + 19 = 47", True),  # the break study's
+        ("8 + 9 = 17, write 7 carry 1; 2 + 1 + 1 = 4; so 28 + 19 = 47", False),
+        ("8 + 9 = 17, write 7; 1 + 2 = 3; so 28 + 19 = 47", False),  # not the column's digits
+        ("8 + 9 = 17; so 28 + 19 = 47", False),  # the column not written
+        ("47", False),
+    ],
+)
+def test_carry_left_out_reads_the_column_the_carry_goes_into(response, expected):
+    assert carry_left_out((28, 19), response) is expected
+    assert carry_left_out((28, 11), response) is None  # 8 + 1 carries nowhere
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 
-from calclip_jax.data.tasks.column_working import FIELDS, column_working
+from calclip_jax.data.tasks.column_working import column_working
 from calclip_jax.probes.dump_responses import DumpedResponse
 from calclip_jax.reports.working_fidelity import (
+    CARRY,
     JOINT,
     LABELS,
+    REPORTED,
     batch_shares,
     fidelity_report,
     fidelity_rows,
@@ -42,12 +44,26 @@ def test_batch_shares_count_only_prompts_that_pose_a_sum():
         "sums_true": 0.5,
         "exact": 0.25,
         JOINT: 0.25,  # result and columns right: the demonstration only
+        CARRY: 0.0,  # the fourth keeps its carry and sums it falsely
     }
     assert all(math.isnan(v) for v in batch_shares(batch[-1:]).values())
 
 
+def test_a_carry_left_out_counts_among_the_sums_that_carry():
+    q = "user\nCompute {} column by column, then give the result.\nassistant\n"
+    batch = [
+        response(q.format("47 + 38"), "7 + 8 = 15, write 5; 4 + 3 = 7; so 47 + 38 = 85"),
+        response(q.format("47 + 38"), column_working((47, 38))),
+        response(q.format("12 + 34"), "2 + 4 = 6, write 6; 1 + 3 = 4; so 12 + 34 = 46"),
+    ]
+    got = batch_shares(batch)
+    assert got[CARRY] == 0.5  # 12 + 34 carries nowhere: not counted
+    assert got["columns_right"] == 2 / 3 and got["result_right"] == 1.0
+    assert math.isnan(batch_shares(batch[2:])[CARRY])
+
+
 def shares(value: float) -> dict[str, float]:
-    return dict.fromkeys((*FIELDS, JOINT), value)
+    return dict.fromkeys((*REPORTED, JOINT), value)
 
 
 def sweep() -> dict:
@@ -60,9 +76,9 @@ def sweep() -> dict:
 
 def test_arms_pair_over_the_dump_steps_all_runs_share():
     rows = fidelity_rows(sweep(), "base", n_boot=200)
-    assert len(rows) == 2 * len(FIELDS)
+    assert len(rows) == 2 * len(REPORTED)
     better = {r[1]: r for r in rows if r[0] == "better"}
-    for field in FIELDS:
+    for field in REPORTED:
         diff, size = better[LABELS[field]][4:]
         assert diff.startswith("10 [10, 10]")  # exactly +0.1 at every shared (seed, step)
         assert size == "2 x 4"  # steps 5-20: base's step 25 has no partner
@@ -102,8 +118,14 @@ def test_seed_means_and_figure(tmp_path):
     assert sorted(means["better"]) == [5, 10, 15, 20]
     fig = fidelity_figure(sweep(), save=tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 0
-    assert len(fig.axes) == len(FIELDS)
+    assert len(fig.axes) == len(REPORTED)
     assert all(len(ax.lines) == 2 for ax in fig.axes)
+
+
+def test_seed_means_skip_a_seed_whose_batch_had_no_carrying_sum():
+    fidelity = {"a": {0: {5: {**shares(0.5), CARRY: float("nan")}}, 1: {5: shares(0.25)}}}
+    assert seed_means(fidelity)["a"][5][CARRY] == 0.25
+    assert math.isnan(seed_means({"a": {0: {5: {**shares(0.5), CARRY: math.nan}}}})["a"][5][CARRY])
 
 
 def test_payoff_conditions_the_result_on_the_columns():

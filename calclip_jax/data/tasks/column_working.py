@@ -14,6 +14,9 @@ digits summed, false sums. `check_working` grades one response against the demon
 - `sums_true`: there is a column statement and every one's total is the sum of its terms;
 - `exact`: the response is the demonstration, verbatim.
 
+`carry_left_out` reads one way the working drifts: a column written with its digits but not the
+carry into it (asked only of sums that carry).
+
 A column statement is "t1 + t2 [+ t3 ...] = total" before the response's last "so " (the
 demonstration's "so <expression> = <sum>" closes the working; a response without one is all
 column statements).
@@ -36,25 +39,34 @@ CLOSING_WORD = re.compile(r"\bso\b")  # the closing clause has begun once the te
 ROLES = ("working digit", "result digit", "other")  # `token_roles`' labels
 
 
-def column_working(numbers: Sequence[int]) -> str:
-    """The column-by-column sum of non-negative `numbers`, ending with "so <sum expression> = s".
-
-    Per column from the right: the operands' digits there (an operand with fewer digits has
-    none), plus the carry in, "= s"; every column but the last then says ", write <s mod 10>",
-    and " carry <s div 10>" when s >= 10; the last column's s is written whole.
-    """
+def columns(numbers: Sequence[int]) -> list[tuple[tuple[int, ...], int]]:
+    """Per column of the sum of non-negative `numbers`, from the right: the operands' digits there
+    (an operand with fewer digits has none) and the carry into it."""
     if len(numbers) < 2 or min(numbers) < 0:
         raise ValueError(f"column_working needs two or more non-negative numbers: {numbers}")
     digits = [str(n)[::-1] for n in numbers]
-    columns = max(len(d) for d in digits)
-    parts, carry = [], 0
-    for i in range(columns):
-        terms = [d[i] for d in digits if i < len(d)] + ([str(carry)] if carry else [])
-        total = sum(int(t) for t in terms)
-        part = f"{' + '.join(terms)} = {total}"
-        if i < columns - 1:
-            carry = total // 10
-            part += f", write {total % 10}" + (f" carry {carry}" if carry else "")
+    out, carry = [], 0
+    for i in range(max(len(d) for d in digits)):
+        column = tuple(int(d[i]) for d in digits if i < len(d))
+        out.append((column, carry))
+        carry = (sum(column) + carry) // 10
+    return out
+
+
+def column_working(numbers: Sequence[int]) -> str:
+    """The column-by-column sum of non-negative `numbers`, ending with "so <sum expression> = s".
+
+    Per column from the right (`columns`): the operands' digits there, plus the carry in, "= s";
+    every column but the last then says ", write <s mod 10>", and " carry <s div 10>" when
+    s >= 10; the last column's s is written whole.
+    """
+    terms_of = [(*digits, carry) if carry else digits for digits, carry in columns(numbers)]
+    parts = []
+    for i, terms in enumerate(terms_of):
+        total = sum(terms)
+        part = f"{' + '.join(map(str, terms))} = {total}"
+        if i < len(terms_of) - 1:
+            part += f", write {total % 10}" + (f" carry {total // 10}" if total >= 10 else "")
         parts.append(part)
     expression = " + ".join(str(n) for n in numbers)
     return "; ".join(parts) + f"; so {expression} = {sum(numbers)}"
@@ -102,6 +114,19 @@ def check_working(numbers: Sequence[int], response: str) -> WorkingCheck:
         columns_right=[terms for terms, _ in got] == expected,
         sums_true=bool(got) and all(sum(terms) == total for terms, total in got),
         exact=response.strip() == reference,
+    )
+
+
+def carry_left_out(numbers: Sequence[int], response: str) -> bool | None:
+    """Whether `response` writes a column the demonstration carries into as that column's digits
+    alone, its carry left out ("8 + 9 = 17, write 7; 2 + 1 = 3; so 28 + 19 = 47"; the n-th column
+    statement read as the n-th column); None where the demonstration carries into no column."""
+    expected = columns(numbers)
+    if not any(carry for _, carry in expected):
+        return None
+    got = [terms for terms, _ in column_statements(response)]
+    return any(
+        carry and i < len(got) and got[i] == digits for i, (digits, carry) in enumerate(expected)
     )
 
 
