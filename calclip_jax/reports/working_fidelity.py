@@ -201,10 +201,15 @@ def seed_means(fidelity: Fidelity) -> dict[str, dict[int, Shares]]:
     return out
 
 
+def percent(value: float) -> str:
+    """A share as a whole percent, "-" where it is NaN (no response it counts)."""
+    return f"{100 * value:.0f}" if np.isfinite(value) else "-"
+
+
 def per_step_rows(fidelity: Fidelity) -> list[list[str]]:
     """Rows "dump step, arm, each field's share (`seed_means`, percent)", by step then arm."""
     rows = [
-        [str(step), arm] + [f"{100 * shares[f]:.0f}" for f in REPORTED]
+        [str(step), arm] + [percent(shares[f]) for f in REPORTED]
         for arm, by_step in seed_means(fidelity).items()
         for step, shares in by_step.items()
     ]

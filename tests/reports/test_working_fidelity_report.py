@@ -125,7 +125,9 @@ def test_seed_means_and_figure(tmp_path):
 def test_seed_means_skip_a_seed_whose_batch_had_no_carrying_sum():
     fidelity = {"a": {0: {5: {**shares(0.5), CARRY: float("nan")}}, 1: {5: shares(0.25)}}}
     assert seed_means(fidelity)["a"][5][CARRY] == 0.25
-    assert math.isnan(seed_means({"a": {0: {5: {**shares(0.5), CARRY: math.nan}}}})["a"][5][CARRY])
+    alone = {"a": {0: {5: {**shares(0.5), CARRY: math.nan}}}}
+    assert math.isnan(seed_means(alone)["a"][5][CARRY])
+    assert "| 5 | a | 50 | 50 | 50 | 50 | 50 | - |" in fidelity_report(alone, n_boot=50)
 
 
 def test_payoff_conditions_the_result_on_the_columns():
