@@ -13,6 +13,7 @@ its runs hold (a seed cut short does not cut the others); a "late half" is each 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from calclip_jax.analysis.paired import (
     ratio_of_means,
     second_halves,
 )
+from calclip_jax.analysis.stats import finite_mean
 from calclip_jax.data.tasks.column_working import (
     FIELDS,
     carry_left_out,
@@ -57,11 +59,6 @@ LABELS = {
 }
 
 
-def share(flags: Sequence[bool]) -> float:
-    """The share of `flags` true (NaN when there are none)."""
-    return sum(flags) / len(flags) if flags else float("nan")
-
-
 def batch_shares(responses: Sequence[DumpedResponse]) -> Shares:
     """Each field's share among the responses whose prompt poses a sum, `JOINT`'s, and `CARRY`'s
     among those whose sum carries (NaN where there are none)."""
@@ -74,8 +71,8 @@ def batch_shares(responses: Sequence[DumpedResponse]) -> Shares:
     left_out = [carry_left_out(numbers, text) for numbers, text in posed]
     return {
         **pass_rates(checks),
-        JOINT: share([c.result_right and c.columns_right for c in checks]),
-        CARRY: share([c for c in left_out if c is not None]),
+        JOINT: finite_mean([c.result_right and c.columns_right for c in checks], math.nan),
+        CARRY: finite_mean([c for c in left_out if c is not None], math.nan),
     }
 
 
@@ -185,19 +182,15 @@ def payoff_rows(fidelity: Fidelity, **boot: Any) -> list[list[str]]:
     return rows
 
 
-def nan_mean(values: Sequence[float]) -> float:
-    """The mean of the finite `values` (NaN when none is)."""
-    finite = [v for v in values if np.isfinite(v)]
-    return float(np.mean(finite)) if finite else float("nan")
-
-
 def seed_means(fidelity: Fidelity) -> dict[str, dict[int, Shares]]:
     """arm -> dump step -> each field's share averaged over the seeds that dumped there."""
     out: dict[str, dict[int, Shares]] = {}
     for arm, by_seed in sorted(fidelity.items()):
         for step in sorted(set().union(*(set(v) for v in by_seed.values()))):
             at = [v[step] for v in by_seed.values() if step in v]
-            out.setdefault(arm, {})[step] = {f: nan_mean([a[f] for a in at]) for f in REPORTED}
+            out.setdefault(arm, {})[step] = {
+                f: finite_mean([a[f] for a in at], math.nan) for f in REPORTED
+            }
     return out
 
 
