@@ -3,8 +3,9 @@ sweep's ratio dumps graded by `data.tasks.column_working`.
 
     <sweep>/<arm>__seed<k>/ratios/step_XXXXXX.npz   (`log.ratios_every`: the whole batch)
 
-Per dump, the share of the batch's responses with each `WorkingCheck` field true, and of those
-whose sum carries, the share with a carry left out (`CARRY`). The arms of a
+Per dump, the share of the batch's responses with each `WorkingCheck` field true, of those
+whose sum carries, the share with a carry left out (`CARRY`), and of those that write a column's
+digit, the share with one not its total's (`WRITTEN`). The arms of a
 seed see the same prompts at each step, so arms are compared paired over (seed, dump step):
 intervals resample seeds, then dump steps (`analysis.paired`). Each seed counts the dump steps all
 its runs hold (a seed cut short does not cut the others); a "late half" is each seed's own.
@@ -35,6 +36,7 @@ from calclip_jax.data.tasks.column_working import (
     check_working,
     operands,
     pass_rates,
+    written_digit_wrong,
 )
 from calclip_jax.probes.dump_responses import DumpedResponse, decode_dump
 from calclip_jax.probes.eval_checkpoint import run_spec_of
@@ -42,13 +44,14 @@ from calclip_jax.reports.paired_arms import markdown_table, steps_label
 from calclip_jax.workdir.ratio_dumps import dump_steps
 from calclip_jax.workdir.run_record import read_arms_by_seed
 
-Shares = dict[str, float]  # WorkingCheck field (and JOINT, CARRY) -> share of a batch
+Shares = dict[str, float]  # WorkingCheck field (and JOINT, CARRY, WRITTEN) -> share of a batch
 Fidelity = dict[str, dict[int, dict[int, Shares]]]  # arm -> seed -> dump step -> shares
 PerDump = Mapping[str, Mapping[int, Mapping[int, object]]]  # any arm -> seed -> dump step -> value
 
 JOINT = "result_and_columns_right"  # share with both: what "does right working pay?" reads
 CARRY = "carry_left_out"  # share of the responses whose sum carries (`carry_left_out`)
-REPORTED = (*FIELDS, CARRY)  # the tables' and the figure's rows, in order
+WRITTEN = "written_digit_wrong"  # share of the responses that write a digit (`written_digit_wrong`)
+REPORTED = (*FIELDS, CARRY, WRITTEN)  # the tables' and the figure's rows, in order
 LABELS = {
     "result_right": "result right",
     "all_columns": "every column written",
@@ -56,12 +59,13 @@ LABELS = {
     "sums_true": "column sums true",
     "exact": "working as demonstrated",
     CARRY: "carry left out (sums that carry)",
+    WRITTEN: "a digit written not its sum's (responses writing one)",
 }
 
 
 def batch_shares(responses: Sequence[DumpedResponse]) -> Shares:
-    """Each field's share among the responses whose prompt poses a sum, `JOINT`'s, and `CARRY`'s
-    among those whose sum carries (NaN where there are none)."""
+    """Each field's share among the responses whose prompt poses a sum, `JOINT`'s, `CARRY`'s among
+    those whose sum carries and `WRITTEN`'s among those that write a digit (NaN where none)."""
     posed = [
         (numbers, r.response)
         for r in responses
@@ -69,10 +73,12 @@ def batch_shares(responses: Sequence[DumpedResponse]) -> Shares:
     ]
     checks = [check_working(numbers, text) for numbers, text in posed]
     left_out = [carry_left_out(numbers, text) for numbers, text in posed]
+    wrong_digit = [written_digit_wrong(text) for _, text in posed]
     return {
         **pass_rates(checks),
         JOINT: finite_mean([c.result_right and c.columns_right for c in checks], math.nan),
         CARRY: finite_mean([c for c in left_out if c is not None], math.nan),
+        WRITTEN: finite_mean([w for w in wrong_digit if w is not None], math.nan),
     }
 
 

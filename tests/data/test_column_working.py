@@ -18,6 +18,7 @@ from calclip_jax.data.tasks.column_working import (
     columns,
     operands,
     token_roles,
+    written_digit_wrong,
 )
 
 NUMBERS = st.lists(st.integers(0, 9999), min_size=2, max_size=4)
@@ -87,6 +88,46 @@ def test_a_carry_dropped_from_a_column_is_read_as_left_out(numbers, data):
     response = "; ".join(parts) + sep + tail
     assert carry_left_out(numbers, response) is True
     assert not check_working(numbers, response).columns_right
+
+
+@given(NUMBERS)
+def test_the_demonstration_writes_each_total_s_last_digit(numbers):
+    writes = len(columns(numbers)) > 1  # every column but the last writes one
+    assert written_digit_wrong(column_working(numbers)) is (False if writes else None)
+
+
+@given(NUMBERS, st.data())
+def test_a_changed_written_digit_is_read_as_wrong(numbers, data):
+    reference = column_working(numbers)
+    head, sep, tail = reference.partition("; so ")
+    parts = head.split("; ")
+    # a column statement ("t1 + t2 = s") that writes a digit: every column but the last
+    writing = [i for i, part in enumerate(parts[:-1]) if " + " in part.partition(" = ")[0]]
+    if not writing:
+        return
+    i = data.draw(st.sampled_from(writing))
+    statement, written, rest = parts[i].partition(", write ")
+    digit, _, carry = rest.partition(" ")
+    other = data.draw(st.integers(0, 9).filter(lambda d: d != int(digit)))
+    parts[i] = statement + written + " ".join(filter(None, [str(other), carry]))
+    response = "; ".join(parts) + sep + tail
+    assert written_digit_wrong(response) is True
+    assert fields(numbers, response)["sums_true"]  # the totals stay true: no other check reads it
+
+
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        ("2 + 8 = 10, write 9; 3 + 2 = 5; so 32 + 28 = 50", True),  # the break study's
+        ("9 + 7 = 16, write 12; 4 + 3 = 7; so 49 + 37 = 86", True),  # two digits written
+        ("2 + 8 = 10, write 0 carry 1; 3 + 2 + 1 = 6; so 32 + 28 = 60", False),
+        ("2 + 8 = 11, write 1; so 32 + 28 = 60", False),  # a false total, its digit written
+        ("2 + 8 = 10; 3 + 2 = 5; so 2 + 8 = 10, write 9", None),  # after "so ": not the working
+        ("60", None),
+    ],
+)
+def test_written_digit_wrong_reads_each_column_s_own_total(response, expected):
+    assert written_digit_wrong(response) is expected
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from calclip_jax.reports.working_fidelity import (
     JOINT,
     LABELS,
     REPORTED,
+    WRITTEN,
     batch_shares,
     fidelity_report,
     fidelity_rows,
@@ -45,6 +46,7 @@ def test_batch_shares_count_only_prompts_that_pose_a_sum():
         "exact": 0.25,
         JOINT: 0.25,  # result and columns right: the demonstration only
         CARRY: 0.0,  # the fourth keeps its carry and sums it falsely
+        WRITTEN: 0.0,  # the two that write a digit write their totals' last
     }
     assert all(math.isnan(v) for v in batch_shares(batch[-1:]).values())
 
@@ -60,6 +62,18 @@ def test_a_carry_left_out_counts_among_the_sums_that_carry():
     assert got[CARRY] == 0.5  # 12 + 34 carries nowhere: not counted
     assert got["columns_right"] == 2 / 3 and got["result_right"] == 1.0
     assert math.isnan(batch_shares(batch[2:])[CARRY])
+
+
+def test_a_wrong_written_digit_counts_among_the_responses_that_write_one():
+    q = "user\nCompute 32 + 28 column by column, then give the result.\nassistant\n"
+    batch = [
+        response(q, "2 + 8 = 10, write 9; 3 + 2 = 5; so 32 + 28 = 50"),  # the break study's
+        response(q, column_working((32, 28))),
+        response(q, "2 + 8 = 10; 3 + 2 + 1 = 6; so 32 + 28 = 60"),  # writes no digit
+        response(q, "60"),
+    ]
+    assert batch_shares(batch)[WRITTEN] == 0.5
+    assert math.isnan(batch_shares(batch[2:])[WRITTEN])
 
 
 def shares(value: float) -> dict[str, float]:
@@ -127,7 +141,7 @@ def test_seed_means_skip_a_seed_whose_batch_had_no_carrying_sum():
     assert seed_means(fidelity)["a"][5][CARRY] == 0.25
     alone = {"a": {0: {5: {**shares(0.5), CARRY: math.nan}}}}
     assert math.isnan(seed_means(alone)["a"][5][CARRY])
-    assert "| 5 | a | 50 | 50 | 50 | 50 | 50 | - |" in fidelity_report(alone, n_boot=50)
+    assert "| 5 | a | 50 | 50 | 50 | 50 | 50 | - | 50 |" in fidelity_report(alone, n_boot=50)
 
 
 def test_payoff_conditions_the_result_on_the_columns():

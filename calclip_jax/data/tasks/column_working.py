@@ -14,8 +14,10 @@ digits summed, false sums. `check_working` grades one response against the demon
 - `sums_true`: there is a column statement and every one's total is the sum of its terms;
 - `exact`: the response is the demonstration, verbatim.
 
-`carry_left_out` reads one way the working drifts: a column written with its digits but not the
-carry into it (asked only of sums that carry).
+Two checks read drifts that `check_working` does not: `carry_left_out`, a column written with
+its digits but not the carry into it (asked only of sums that carry), and `written_digit_wrong`,
+a column that writes a digit other than its own total's last ("2 + 8 = 10, write 9"; asked only
+of responses that write one).
 
 A column statement is "t1 + t2 [+ t3 ...] = total" before the response's last "so " (the
 demonstration's "so <expression> = <sum>" closes the working; a response without one is all
@@ -32,6 +34,7 @@ from collections.abc import Sequence
 from calclip_jax.data.rewards.answers import last_integer
 
 STATEMENT = re.compile(r"(\d+(?:\s*\+\s*\d+)+)\s*=\s*(\d+)")
+WRITTEN = re.compile(STATEMENT.pattern + r",\s*write\s+(\d+)")  # a statement, the digit written
 EXPRESSION = re.compile(r"\d+(?:\s*\+\s*\d+)+")
 INTEGER = re.compile(r"\d+")
 CLOSING = "so "
@@ -128,6 +131,16 @@ def carry_left_out(numbers: Sequence[int], response: str) -> bool | None:
     return any(
         carry and i < len(got) and got[i] == digits for i, (digits, carry) in enumerate(expected)
     )
+
+
+def written_digit_wrong(response: str) -> bool | None:
+    """Whether a column statement of `response` writes a digit other than the last of its own total
+    ("2 + 8 = 10, write 9"), whatever the sum posed; None where none writes one."""
+    cut = response.rfind(CLOSING)
+    written = WRITTEN.findall(response if cut < 0 else response[:cut])
+    if not written:
+        return None
+    return any(int(digit) != int(total) % 10 for _, total, digit in written)
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(WorkingCheck))
