@@ -120,6 +120,8 @@ def test_a_changed_written_digit_is_read_as_wrong(numbers, data):
     [
         ("2 + 8 = 10, write 9; 3 + 2 = 5; so 32 + 28 = 50", True),  # the break study's
         ("9 + 7 = 16, write 12; 4 + 3 = 7; so 49 + 37 = 86", True),  # two digits written
+        ("3 + 9 =12; write 8; 7 + 3 =10; so 76 + 39 =115", True),  # a semicolon before "write"
+        ("3 + 3 =6; write 6; 2 + 5 =7; so 21 + 53 =74", False),
         ("2 + 8 = 10, write 0 carry 1; 3 + 2 + 1 = 6; so 32 + 28 = 60", False),
         ("2 + 8 = 11, write 1; so 32 + 28 = 60", False),  # a false total, its digit written
         ("2 + 8 = 10; 3 + 2 = 5; so 2 + 8 = 10, write 9", None),  # after "so ": not the working

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from calclip_jax.data.rewards.answers import last_integer
 
 STATEMENT = re.compile(r"(\d+(?:\s*\+\s*\d+)+)\s*=\s*(\d+)")
-WRITTEN = re.compile(STATEMENT.pattern + r",\s*write\s+(\d+)")  # a statement, the digit written
+WRITTEN = re.compile(STATEMENT.pattern + r"\s*[,;]\s*write\s+(\d+)")  # a statement, its digit
 EXPRESSION = re.compile(r"\d+(?:\s*\+\s*\d+)+")
 INTEGER = re.compile(r"\d+")
 CLOSING = "so "
