@@ -7,8 +7,8 @@ Per dump, the share of the batch's responses with each `WorkingCheck` field true
 whose sum carries, the share with a carry left out (`CARRY`), and of those that write a column's
 digit, the share with one not its total's (`WRITTEN`). The arms of a seed see the same prompts at
 each step, so arms are compared paired over (seed, dump step): intervals resample seeds, then dump
-steps (`analysis.paired`). Each seed counts the dump steps all
-its runs hold (a seed cut short does not cut the others); a "late half" is each seed's own.
+steps (`analysis.paired`). Each seed counts the dump steps all its runs hold (a seed cut short
+does not cut the others); a "late half" is each seed's own.
 """
 
 from __future__ import annotations
