@@ -94,10 +94,15 @@ def statements(working: str) -> list[tuple[tuple[int, ...], int]]:
     ]
 
 
-def column_statements(response: str) -> list[tuple[tuple[int, ...], int]]:
-    """The statements before the response's last "so " (all of them where it has none)."""
+def working(response: str) -> str:
+    """The response before its last "so " (all of it where it has none)."""
     cut = response.rfind(CLOSING)
-    return statements(response if cut < 0 else response[:cut])
+    return response if cut < 0 else response[:cut]
+
+
+def column_statements(response: str) -> list[tuple[tuple[int, ...], int]]:
+    """The statements of the response's `working`."""
+    return statements(working(response))
 
 
 def operands(prompt: str) -> tuple[int, ...] | None:
@@ -136,8 +141,7 @@ def carry_left_out(numbers: Sequence[int], response: str) -> bool | None:
 def written_digit_wrong(response: str) -> bool | None:
     """Whether a column statement of `response` writes a digit other than the last of its own total
     ("2 + 8 = 10, write 9"), whatever the sum posed; None where none writes one."""
-    cut = response.rfind(CLOSING)
-    written = WRITTEN.findall(response if cut < 0 else response[:cut])
+    written = WRITTEN.findall(working(response))
     if not written:
         return None
     return any(int(digit) != int(total) % 10 for _, total, digit in written)
