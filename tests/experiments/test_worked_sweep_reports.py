@@ -73,8 +73,10 @@ def test_cli_writes_the_report_and_figure_and_names_bad_input(sweep, tmp_path):
     roles = [r.split("|")[2:] for r in done.stdout.splitlines() if "digit |" in r or "other |" in r]
     assert len(roles) == 6 and roles[:3] == roles[3:]  # arms a and b: identical dumps
     b_rows = [r for r in done.stdout.splitlines() if r.startswith("| b |") and "1 x 2" in r]
-    assert len(b_rows) == 6 and all(r.endswith("| 0 [0, 0] | 1 x 2 |") for r in b_rows[:5])
+    assert len(b_rows) == 7 and all(r.endswith("| 0 [0, 0] | 1 x 2 |") for r in b_rows[:5])
     assert b_rows[5].startswith("| b | carry left out")  # one-digit sums: no carry into a column
+    assert b_rows[6].startswith("| b | a digit written not its sum's")  # random weights write none
+    assert all(r.endswith("| n/a | n/a | n/a | 1 x 2 |") for r in b_rows[5:])
     bad = subprocess.run([*cmd, "--baseline=c"], capture_output=True, text=True)
     assert bad.returncode != 0 and "no arm 'c'; arms: ['a', 'b']" in bad.stderr
     empty = subprocess.run([*cmd[:-2], f"--sweep={tmp_path}"], capture_output=True, text=True)
