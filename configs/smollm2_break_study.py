@@ -1,13 +1,13 @@
 """The study of the regime built to break (docs/break_regime.md) as a sweep over
 configs/smollm2_break.py: BF16, FP8 per-tensor + TIS, and + Calibrated Clipping at K = 1 and at
-the paper's K = 20 (`calibration.period`), at seeds 0 and 1, 100 RL steps each.
+the paper's K = 20 (`calibration.period`), at seeds 0, 1 and 2, 100 RL steps each.
 
   python -m experiments.sweep --config=configs/smollm2_break_study.py:seed0 \
       --workdir=results/smollm2_break [--only=bf16__seed0,fp8_tensor_tis__seed0]
 
-Phases: all (both seeds), seed0, seed1; an arm runs in <workdir>/<arm>__seed<N>. Rerunning the
-same command skips finished arms and resumes an interrupted one from its last checkpoint (every
-5 RL steps), so a block that outlasts a session continues in the next.
+Phases: all (the three seeds), seed0, seed1, seed2; an arm runs in <workdir>/<arm>__seed<N>.
+Rerunning the same command skips finished arms and resumes an interrupted one from its last
+checkpoint (every 5 RL steps), so a block that outlasts a session continues in the next.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ COMMON = {
     # arms pool the RL step's 16 minibatches at theta_1 (about 2400)
     "calibration.sample": "batch",
 }
-PHASES = {"all": (0, 1), "seed0": (0,), "seed1": (1,)}
+PHASES = {"all": (0, 1, 2), "seed0": (0,), "seed1": (1,), "seed2": (2,)}
 
 
 def get_config(phase: str = "all") -> ConfigDict:

@@ -84,5 +84,5 @@ def test_the_study_arms_are_valid_runs_of_the_regime(phase):
 
 
 def test_an_unknown_study_phase_is_named():
-    with pytest.raises(ConfigError, match="unknown phase 'seed2'"):
-        smollm2_break_study.get_config("seed2")
+    with pytest.raises(ConfigError, match="unknown phase 'seed3'"):
+        smollm2_break_study.get_config("seed3")
