@@ -103,6 +103,21 @@ def seed_band(
     )
 
 
+def seeds_label(arm: str, last_steps: Sequence[int]) -> str:
+    """Legend label of an arm's seeds: "<arm> (k seeds)", or where the seeds end at different
+    steps, how many reach each end ("a (3 seeds to step 80, 1 to 100)"): past the first end the
+    band and mean rest on fewer seeds."""
+    if len(last_steps) == 1:
+        return arm
+    ends = sorted(set(last_steps))
+    if len(ends) == 1:
+        return f"{arm} ({len(last_steps)} seeds)"
+    reach = [sum(last >= end for last in last_steps) for end in ends]
+    parts = [f"{reach[0]} seeds to step {ends[0]}"]
+    parts += [f"{n} to {end}" for n, end in zip(reach[1:], ends[1:], strict=True)]
+    return f"{arm} ({', '.join(parts)})"
+
+
 def plot_curves(
     runs: Mapping[str, str | Path | dict[str, np.ndarray]],
     keys: Sequence[str] = CURVE_KEYS,
@@ -116,7 +131,7 @@ def plot_curves(
 
     runs: run name -> workdir or column dict (`metrics.load_columns`). Runs named
     `<arm>__seed<N>` are seeds of `<arm>` (`seed_group`): the arm's seed mean is drawn as a line
-    with a min-max band, labelled "<arm> (k seeds)". Each run's entropy surge is a dashed
+    with a min-max band, labelled by `seeds_label`. Each run's entropy surge is a dashed
     vertical line in the arm's colour (no legend entry; the entropy panel's title says so).
     Missing/NaN points are skipped, so sparse metrics (eval_accuracy) draw as lines through
     their logged steps.
@@ -132,7 +147,8 @@ def plot_curves(
     handles, labels, any_surge = [], [], False
     for arm, seeds in groups.items():
         color = colors[arm]
-        label = arm if len(seeds) == 1 else f"{arm} ({len(seeds)} seeds)"
+        ends = [int(np.max(c["step"])) if np.size(c.get("step", [])) else 0 for c in seeds]
+        label = seeds_label(arm, ends)
         handle = None
         for ax, key in zip(axes.flat, keys, strict=False):
             series = [

@@ -74,7 +74,7 @@ def test_seeds_of_an_arm_are_one_line_with_a_min_max_band():
     }
     fig = plots.plot_curves(runs, keys=("entropy", "reward_mean"))
     try:
-        assert _legend_texts(fig) == ["a (3 seeds)", "b"]
+        assert _legend_texts(fig) == ["a (3 seeds to step 3, 2 to 4)", "b"]  # a__seed2 ends at 3
         ax = fig.axes[0]
         mean_a = ax.lines[0]
         np.testing.assert_allclose(mean_a.get_ydata(), [2.0, 3.0, 1.5, 2.0])
@@ -83,6 +83,13 @@ def test_seeds_of_an_arm_are_one_line_with_a_min_max_band():
         assert lo_hi.min() == 1.0 and lo_hi.max() == 5.0
     finally:
         plt.close(fig)
+
+
+def test_a_seeds_label_says_how_many_seeds_reach_each_end():
+    assert plots.seeds_label("a", [100]) == "a"
+    assert plots.seeds_label("a", [80, 80, 80]) == "a (3 seeds)"
+    assert plots.seeds_label("a", [100, 80, 80]) == "a (3 seeds to step 80, 1 to 100)"
+    assert plots.seeds_label("a", [60, 100, 80]) == "a (3 seeds to step 60, 2 to 80, 1 to 100)"
 
 
 def test_clip_fraction_bars_fp8_vs_shadow(tmp_path):
