@@ -3,8 +3,9 @@
 # another AMD EPYC host (warm start 4f1ce31fd4f070ca), seeds 1 and 2 in round-robin blocks of 20
 # RL steps (`sed s/steps=100/steps=$n/` for n = 20, 40, ...). The FP8 arms of seeds 1 and 2 stop
 # at RL step 80: each host's disk, with their checkpoints, was lost before their last block, so
-# going on means running them again from the SFT warm start (which also differs between CPU
-# models). A run resumes from its latest checkpoint.
+# going on means running them again from the SFT warm start, on a host that gives the same warm
+# start (it differs between CPUs: an EPYC with AVX2 only gave seed 2 another than its AVX-512 EPYC
+# did; `cpu.isa` in run_info.json). A run resumes from its latest checkpoint.
 python -m experiments.train --config=configs/smollm2_break.py --workdir=results/smollm2_break/bf16__seed0 --config.calibration.sample=batch --config.calibration.shadow_every=5 --config.log.checkpoint_every=5 --config.log.quiet=true --config.log.ratios_every=5 --config.log.samples_every=5 --config.log.trace_dumps=4 --config.seed=0 --config.train.steps=100 --config.rollout.precision=bf16 --config.train.precision=bf16
 python -m experiments.train --config=configs/smollm2_break.py --workdir=results/smollm2_break/fp8_tensor_tis__seed0 --config.calibration.sample=batch --config.calibration.shadow_every=5 --config.log.checkpoint_every=5 --config.log.quiet=true --config.log.ratios_every=5 --config.log.samples_every=5 --config.log.trace_dumps=4 --config.seed=0 --config.train.steps=100 --config.calibration.enabled=false --config.correction.mode=token_tis --config.rollout.precision=fp8_tensor --config.train.precision=fp8_tensor
 python -m experiments.train --config=configs/smollm2_break.py --workdir=results/smollm2_break/fp8_tensor_tis_calib__seed0 --config.calibration.sample=batch --config.calibration.shadow_every=5 --config.log.checkpoint_every=5 --config.log.quiet=true --config.log.ratios_every=5 --config.log.samples_every=5 --config.log.trace_dumps=4 --config.seed=0 --config.train.steps=100 --config.calibration.enabled=true --config.calibration.period=1 --config.correction.mode=token_tis --config.rollout.precision=fp8_tensor --config.train.precision=fp8_tensor
