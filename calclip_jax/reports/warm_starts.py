@@ -1,8 +1,9 @@
 """Whether the arms of each seed of a sweep started RL from bitwise the same SFT warm start.
 
-A paired comparison assumes it: the SFT warm start differs between CPU models (run_info.py), so
-an arm run on another machine starts elsewhere, and its difference to the baseline mixes the two
-starts with the arms' treatment. Each finished run records `sft_params_digest` in summary.json.
+A paired comparison assumes it: the SFT warm start differs between CPUs (model and instruction
+set: run_info.py), so an arm run on another machine starts elsewhere, and its difference to the
+baseline mixes the two starts with the arms' treatment. Each finished run records
+`sft_params_digest` in summary.json.
 """
 
 from __future__ import annotations

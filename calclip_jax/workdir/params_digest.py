@@ -1,5 +1,6 @@
 """A short digest of a parameter tree's exact values: whether two runs started from bitwise the
-same weights (the SFT warm start differs between CPU models: run_info.py)."""
+same weights (the SFT warm start differs between CPUs, by model and instruction set:
+run_info.py)."""
 
 from __future__ import annotations
 
