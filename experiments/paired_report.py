@@ -4,9 +4,11 @@
 
 Reads every `<arm>__seed<k>` run under --sweep (calclip_jax.reports.paired_arms), prints the
 Markdown tables (arm - baseline per seed and RL step, clip shares against the same run's BF16
-shadow, each with a 90% bootstrap interval over seeds and blocks of steps); --out also writes them,
---figure draws the paired differences as a forest plot (PNG), --bounds_figure what Calibrated
-Clipping asked for and used over RL steps in each calibrating arm (PNG), --curves_figure each
+shadow, each with a 90% bootstrap interval over seeds and blocks of steps; beside each paired
+difference over 3 seeds or fewer, the 90% t interval over the seeds' own means); --out also
+writes them, --figure draws the paired differences as a forest plot (PNG), --bounds_figure
+what Calibrated Clipping asked for and used over RL steps in each calibrating arm (PNG),
+--curves_figure each
 arm's reward, accuracy, entropy, garbled share, response length and A<0 clip share over RL steps
 (PNG; an arm's seeds as their mean with a min-max band); --evals adds the final
 policies' greedy accuracies, paired per prompt, from an `experiments.evaluate --json` file;

@@ -6,6 +6,11 @@ comparison. A metric is held as an [S, T] float64 array (seeds x RL steps, NaN w
 nothing). The interval resamples seeds with replacement and, inside each resampled seed, circular
 moving blocks of consecutive steps (RL steps are autocorrelated: a step-wise bootstrap would be
 too narrow). Each seed weighs the same, whatever its count of finite steps.
+
+With two or three seeds the seed resampling has few outcomes (3 seeds: 10 distinct multisets), so
+the bootstrap interval mostly reflects the spread of steps within seeds. `seed_mean_interval` is
+the other reading: a t interval over the seeds' own estimates, each seed one draw; reports give it
+beside the bootstrap wherever seeds are FEW_SEEDS or fewer.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 
 LEVEL = 0.9  # two-sided coverage of every interval here
 N_BOOT = 4000
+FEW_SEEDS = 3  # at or below it, reports give `seed_mean_interval` beside the bootstrap
 
 
 def significant(value: float, digits: int) -> str:
@@ -250,3 +256,57 @@ def ratio_difference(
     pick = (seed_idx[..., None], step_idx)
     samples = _ratio(na[pick], da[pick]) - _ratio(nb[pick], db[pick])
     return _interval(estimate, samples, finite, level, per_seed)
+
+
+def _t_coverage(theta: float, df: int) -> float:
+    """P(|T| <= sqrt(df) tan(theta)) for Student's t with whole `df` >= 1 degrees of freedom,
+    theta in [0, pi/2): the finite series of Abramowitz & Stegun 26.7.3 (odd df), 26.7.4 (even)."""
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2:  # (2/pi) (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...)), up to cos^(df-2)
+        term = total = 1.0
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        series = s * math.cos(theta) * total if df > 1 else 0.0
+        return 2.0 / math.pi * (theta + series)
+    term = total = 1.0  # sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...), up to cos^(df-2)
+    for k in range(1, df // 2):
+        term *= c2 * (2 * k - 1) / (2 * k)
+        total += term
+    return s * total
+
+
+def t_quantile(level: float, df: int) -> float:
+    """The t with P(|T| <= t) = `level` for Student's t with whole `df` >= 1 degrees of freedom
+    (the (1 + level) / 2 quantile), by bisection on `_t_coverage` (NumPy-free, no SciPy)."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if df < 1 or int(df) != df:
+        raise ValueError(f"df must be a whole number >= 1, got {df}")
+    lo, hi = 0.0, math.pi / 2
+    for _ in range(200):  # the bracket halves each time: far below float64's resolution
+        mid = (lo + hi) / 2
+        if _t_coverage(mid, int(df)) < level:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(df) * math.tan((lo + hi) / 2)
+
+
+def seed_mean_interval(per_seed: Sequence[float] | np.ndarray, *, level: float = LEVEL) -> Interval:
+    """The mean of the seeds' own estimates (non-finite ones dropped) and its t interval,
+    mean +- t_quantile(level, n - 1) * sd / sqrt(n) over the n seeds (sd with n - 1): each seed one
+    draw, the steps within it not counted. For a paired difference `per_seed` is the bootstrap
+    Interval's own, so the estimate is the bootstrap's; one seed gives no interval (NaN bounds)."""
+    x = np.asarray(per_seed, dtype=np.float64).ravel()
+    x = x[np.isfinite(x)]
+    n = int(x.size)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, seeds=0, steps=0)
+    estimate = float(x.mean())
+    if n == 1:
+        low = high = math.nan
+    else:
+        half = t_quantile(level, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
+        low, high = estimate - half, estimate + half
+    return Interval(estimate, low, high, seeds=n, steps=n, per_seed=tuple(float(v) for v in x))

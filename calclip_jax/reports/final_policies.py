@@ -4,7 +4,8 @@ prompt against a baseline arm.
 Reads the JSON lines `experiments.evaluate --json` appends (one per scored checkpoint, with
 `greedy_correct`: each prompt's verdict in the split's order). Arms of one seed answer the same
 prompts, so "arm - baseline" is taken per (seed, prompt); its interval resamples seeds and,
-inside each, prompts (`analysis.paired` with blocks of one: prompts are independent draws).
+inside each, prompts (`analysis.paired` with blocks of one: prompts are independent draws); with
+a few seeds the t interval over the seeds' own differences stands beside it (`seed_mean_cell`).
 A prompt both arms answer alike adds nothing to the difference, which is why the paired interval
 is narrower than two accuracies' standard errors would suggest.
 """
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from calclip_jax.analysis.paired import mean_interval, paired_difference
-from calclip_jax.reports.paired_arms import markdown_table
+from calclip_jax.reports.paired_arms import markdown_table, seed_mean_cell
 from calclip_jax.workdir.seed_names import split_seeded_name
 
 Scores = dict[str, dict[int, np.ndarray]]  # arm -> seed -> [prompts] of 0/1
@@ -58,9 +59,9 @@ def _matrix(by_seed: dict[int, np.ndarray], seeds: Sequence[int]) -> np.ndarray:
 
 
 def final_policy_rows(scores: Scores, baseline: str, **boot: Any) -> list[list[str]]:
-    """Rows "arm, accuracy % [90%], arm - baseline in points [90%], each seed's difference,
-    seeds x prompts", the baseline first; the difference over the seeds both arms were scored
-    in."""
+    """Rows "arm, accuracy % [90%], arm - baseline in points [90%], the same over the seeds'
+    differences [90% t] (`seed_mean_cell`), each seed's difference, seeds x prompts", the
+    baseline first; the difference over the seeds both arms were scored in."""
     if baseline not in scores:
         raise ValueError(f"baseline arm {baseline!r} not among the scored runs: {sorted(scores)}")
     boot = {"block": 1, **boot}
@@ -69,13 +70,15 @@ def final_policy_rows(scores: Scores, baseline: str, **boot: Any) -> list[list[s
         own = sorted(scores[arm])
         accuracy = mean_interval(_matrix(scores[arm], own), **boot).fmt(scale=100.0)
         shared = sorted(set(own) & set(scores[baseline]))
-        diff = per_seed = ""
+        diff = seed_mean = per_seed = ""
         if arm != baseline and shared:
             got = paired_difference(
                 _matrix(scores[arm], shared), _matrix(scores[baseline], shared), **boot
             )
             diff, per_seed = got.fmt(scale=100.0), got.fmt_per_seed(scale=100.0, labels=shared)
-        rows.append([arm, accuracy, diff, per_seed, f"{len(own)} x {scores[arm][own[0]].size}"])
+            seed_mean = seed_mean_cell(got, scale=100.0)
+        size = f"{len(own)} x {scores[arm][own[0]].size}"
+        rows.append([arm, accuracy, diff, seed_mean, per_seed, size])
     return rows
 
 
@@ -86,12 +89,14 @@ def final_policy_report(scores: Scores, setting: dict[str, Any], baseline: str, 
             f"### Final policies scored alike, paired per prompt against `{baseline}`",
             f"Greedy accuracy at RL step {setting['step']} on the first {setting['num_prompts']}"
             f" prompts of the {setting['split']} split, every arm sampled in"
-            f" {setting['precision']}; 90% bootstrap interval over seeds and prompts.",
+            f" {setting['precision']}; 90% bootstrap interval over seeds and prompts; beside it,"
+            " with a few seeds, the 90% t interval over the seeds' own differences.",
             markdown_table(
                 [
                     "arm",
                     "accuracy % [90%]",
                     "arm - baseline, points [90%]",
+                    "over seed means [90% t]",
                     "per seed",
                     "seeds x prompts",
                 ],

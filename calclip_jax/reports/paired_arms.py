@@ -4,7 +4,9 @@
                               suffix counts as seed 0
 
 Arms of one seed share the prompts of every RL step, so "arm - baseline" is taken per (seed, step)
-and its interval comes from `analysis.paired` (seeds and blocks of steps resampled). Each seed
+and its interval comes from `analysis.paired` (seeds and blocks of steps resampled); with
+FEW_SEEDS seeds or fewer the t interval over the seeds' own means (`seed_mean_interval`) stands
+beside it, since a few seeds resample coarsely. Each seed
 counts every RL step both arms of it hold, so a seed cut short does not cut the others; a "second
 half" is each seed's own. The multiplier "FP8 clip share / BF16-shadow clip share" divides
 metrics of one run, on its own tokens.
@@ -20,11 +22,13 @@ from typing import Any
 import numpy as np
 
 from calclip_jax.analysis.paired import (
+    FEW_SEEDS,
     Interval,
     mean_interval,
     paired_difference,
     ratio_of_means,
     second_halves,
+    seed_mean_interval,
 )
 from calclip_jax.reports.metrics import load_columns
 from calclip_jax.workdir.run_record import find_arms
@@ -137,6 +141,18 @@ def _cell(interval: Interval, metric: Metric) -> str:
     return interval.fmt(scale=metric.scale, suffix="")
 
 
+def seed_mean_cell(interval: Interval, scale: float = 1.0, digits: int = 3) -> str:
+    """`seed_mean_interval` of `interval`'s per-seed estimates as 'est [low, high]' (times
+    `scale`) where it has 2..FEW_SEEDS seeds; 'one seed: none' for one; '' above FEW_SEEDS (the
+    bootstrap's seed resampling is then fine enough)."""
+    got = seed_mean_interval(interval.per_seed)
+    if got.seeds > FEW_SEEDS or got.seeds == 0:
+        return ""
+    if got.seeds == 1:
+        return "one seed: none"
+    return got.fmt(scale=scale, digits=digits)
+
+
 def shared_seeds(runs: Runs, arm: str, baseline: str) -> list[int]:
     """The seeds both arms ran, in order: what a paired difference is taken over."""
     return sorted(set(runs[arm]) & set(runs[baseline]))
@@ -163,14 +179,16 @@ def paired_intervals(
 
 
 def paired_rows(runs: Runs, baseline: str, **boot: Any) -> list[list[str]]:
-    """Rows "arm, metric, arm - baseline [90% interval], each seed's mean difference, seeds x
-    steps (the paired values the interval rests on)" for every other arm: a metric logged at
-    few steps (greedy evaluations) shows how few."""
+    """Rows "arm, metric, arm - baseline [90% bootstrap interval], the same over the seeds' means
+    [90% t interval] (`seed_mean_cell`), each seed's mean difference, seeds x steps (the paired
+    values the interval rests on)" for every other arm: a metric logged at few steps (greedy
+    evaluations) shows how few."""
     return [
         [
             arm,
             metric.label,
             _cell(got, metric),
+            seed_mean_cell(got, metric.scale),
             got.fmt_per_seed(scale=metric.scale, labels=shared_seeds(runs, arm, baseline)),
             f"{got.seeds} x {steps_label(ends)} ({got.steps})",
         ]
@@ -238,11 +256,20 @@ def paired_report(runs: Runs, baseline: str, **boot: Any) -> str:
         [
             f"### Paired against `{baseline}` (same seeds, same RL steps, same prompts)",
             "Mean of arm - baseline per (seed, step); percentages in points; 90% bootstrap"
-            " interval over seeds and blocks of steps; then each seed's own mean (with a few"
+            " interval over seeds and blocks of steps; beside it, with"
+            f" {FEW_SEEDS} seeds or fewer, the 90% t interval over the seeds' own means (each seed"
+            " one draw: wider, and none for one seed); then each seed's own mean (with a few"
             " seeds, read these before the interval). The last column counts the paired values the"
             " interval rests on: a metric logged at few steps (greedy evaluations) has few.",
             markdown_table(
-                ["arm", "metric", "arm - baseline [90%]", "per seed", "seeds x steps (values)"],
+                [
+                    "arm",
+                    "metric",
+                    "arm - baseline [90%]",
+                    "over seed means [90% t]",
+                    "per seed",
+                    "seeds x steps (values)",
+                ],
                 paired_rows(runs, baseline, **boot),
             ),
             "### Clip shares against the same run's BF16 shadow (same tokens)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -17,7 +18,9 @@ from calclip_jax.analysis.paired import (
     ratio_difference,
     ratio_of_means,
     resample_indices,
+    seed_mean_interval,
     significant,
+    t_quantile,
 )
 
 
@@ -146,3 +149,57 @@ def test_numbers_keep_their_digits_and_never_turn_exponential_below_a_million():
     shares = Interval(0.995, 0.98, 1.0, seeds=1, steps=1, per_seed=(1.0, math.nan))
     assert shares.fmt(scale=100, digits=2) == "100 [98, 100]"  # was "1e+02 [98, 1e+02]"
     assert shares.fmt_per_seed(scale=100, digits=2) == "100, n/a"
+
+
+def test_t_quantile_matches_its_closed_forms_and_falls_towards_the_normal():
+    # df = 1 (Cauchy): P(|T| <= t) = 2 atan(t) / pi; df = 2: P(|T| <= t) = t / sqrt(2 + t^2)
+    for level in (0.5, 0.9, 0.95):
+        assert t_quantile(level, 1) == pytest.approx(math.tan(math.pi * level / 2), rel=1e-12)
+        assert t_quantile(level, 2) == pytest.approx(
+            level * math.sqrt(2 / (1 - level**2)), rel=1e-12
+        )
+    ts = [t_quantile(0.9, df) for df in range(1, 60)]
+    assert all(a > b for a, b in itertools.pairwise(ts))
+    assert 1.6448536 < ts[-1] < 1.68  # the normal's 95th percentile, approached from above
+    with pytest.raises(ValueError, match="df"):
+        t_quantile(0.9, 0)
+    with pytest.raises(ValueError, match="level"):
+        t_quantile(1.0, 3)
+
+
+def test_seed_mean_interval_by_hand_on_three_seeds():
+    """Seeds 1, 2, 3: mean 2, sd 1, two degrees of freedom, so the half-width is
+    t(0.9, 2) / sqrt(3) with t(0.9, 2) = 0.9 sqrt(2 / 0.19) (the df = 2 closed form)."""
+    got = seed_mean_interval([1.0, 2.0, 3.0])
+    half = 0.9 * math.sqrt(2 / 0.19) / math.sqrt(3)
+    assert half == pytest.approx(2.9199856 / 1.7320508, abs=1e-7)  # t table: 2.919986
+    assert got.estimate == 2.0 and (got.seeds, got.steps) == (3, 3)
+    assert got.low == pytest.approx(2 - half, abs=1e-12)
+    assert got.high == pytest.approx(2 + half, abs=1e-12)
+
+
+def test_seed_mean_interval_reads_the_bootstrap_intervals_seeds():
+    rng = np.random.default_rng(3)
+    diff = paired_difference(rng.normal(0.5, 1, (3, 40)), rng.normal(size=(3, 40)), n_boot=200)
+    got = seed_mean_interval(diff.per_seed)
+    assert got.estimate == pytest.approx(diff.estimate)  # the same mean of seed means
+    assert got.per_seed == diff.per_seed
+    one = seed_mean_interval([0.4, math.nan])  # a seed without a value is dropped
+    assert one.estimate == 0.4 and math.isnan(one.low) and math.isnan(one.high)
+    assert math.isnan(seed_mean_interval([]).estimate)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(-100, 100, allow_nan=False), min_size=2, max_size=6),
+    st.floats(0.05, 0.9),
+    st.floats(0.01, 0.09),
+)
+def test_seed_mean_interval_holds_the_mean_and_widens_with_the_level(seeds, level, step):
+    low_level = seed_mean_interval(seeds, level=level)
+    high_level = seed_mean_interval(seeds, level=level + step)
+    mean = float(np.mean(seeds))
+    assert low_level.estimate == pytest.approx(mean)
+    assert low_level.low <= mean <= low_level.high
+    assert high_level.low <= low_level.low + 1e-9 and high_level.high >= low_level.high - 1e-9
+    assert low_level.high - mean == pytest.approx(mean - low_level.low, abs=1e-9)  # symmetric

@@ -57,14 +57,15 @@ def test_a_few_flips_are_resolved_that_unpaired_errors_would_not(tmp_path):
     # a 2-point difference would not be resolved
     rows = final_policy_rows(scores, "bf16", n_boot=2000)
     assert [r[0] for r in rows] == ["bf16", "fp8"] and rows[0][2] == ""
-    assert rows[1][2].startswith("-2 [") and rows[1][3:] == ["1: -2, 2: -2", "2 x 500"]
+    assert rows[1][2].startswith("-2 [")
+    assert rows[1][3:] == ["-2 [-2, -2]", "1: -2, 2: -2", "2 x 500"]  # t over seeds: no spread
 
 
 def test_identical_arms_differ_by_exactly_nothing(tmp_path):
     base = _baseline(3)
     path = _write(tmp_path / "e.jsonl", [_record("a__seed3", base), _record("b__seed3", base)])
     rows = final_policy_rows(*[load_scores(path)[0]], "a", n_boot=200)
-    assert rows[1][2:4] == ["0 [0, 0]", "3: 0"]
+    assert rows[1][2:5] == ["0 [0, 0]", "one seed: none", "3: 0"]
 
 
 def test_the_latest_line_of_a_run_wins_and_old_lines_are_left_out(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calclip_jax.analysis.paired import FEW_SEEDS, seed_mean_interval
 from calclip_jax.reports.paired_arms import (
     bound_rows,
     load_seeded_runs,
@@ -67,11 +69,12 @@ def test_pairing_removes_the_shared_prompt_difficulty(tmp_path):
     rows = {r[1]: r for r in paired_rows(runs, "bf16", n_boot=200)}
     # per-step prompts vary by +-0.3, yet the paired interval is exact: -10 points
     assert rows["reward (2nd half)"][2] == "-10 [-10, -10]"
-    assert rows["reward (2nd half)"][3] == "1: -10, 2: -10"  # each seed's own difference
-    assert rows["reward (2nd half)"][4] == f"2 x {STEPS} (12)"  # 6 steps of the 2nd half each
+    assert rows["reward (2nd half)"][3] == "-10 [-10, -10]"  # two seeds' means, both -10
+    assert rows["reward (2nd half)"][4] == "1: -10, 2: -10"  # each seed's own difference
+    assert rows["reward (2nd half)"][5] == f"2 x {STEPS} (12)"  # 6 steps of the 2nd half each
     # evaluations at steps 5 and 10: only step 10 lies in the 2nd half, one value per seed
     assert rows["eval accuracy (2nd half)"][2] == "-10 [-10, -10]"
-    assert rows["eval accuracy (2nd half)"][4] == f"2 x {STEPS} (2)"
+    assert rows["eval accuracy (2nd half)"][5] == f"2 x {STEPS} (2)"
     assert rows["entropy"][2].startswith("0.1 [")
     assert "gradient norm" not in rows  # not logged: no row
 
@@ -91,12 +94,35 @@ def test_a_seed_cut_short_keeps_the_other_seeds_steps(tmp_path):
         )  # fmt: skip
     runs = load_seeded_runs(tmp_path)
     reward = {r[1]: r for r in paired_rows(runs, "bf16", n_boot=200)}["reward (2nd half)"]
-    assert reward[3] == "1: -10, 2: -20"
-    assert reward[4] == f"2 x {STEPS}/8 (10)"  # 6 + 4 paired steps
+    assert reward[4] == "1: -10, 2: -20"
+    assert reward[5] == f"2 x {STEPS}/8 (10)"  # 6 + 4 paired steps
     assert reward[2].startswith("-15 [")  # each seed weighs the same
+    # over the two seeds' means: -15 +- t(0.9, 1) * sd / sqrt(2), sd = 5 sqrt(2), t = tan(0.45 pi)
+    half = math.tan(0.45 * math.pi) * 5.0
+    assert reward[3] == f"-15 [{-15 - half:.3g}, {-15 + half:.3g}]"
     # the shadow multiplier reads seed 1's steps 9-12 too: 2x at 1-8, 1x at 9-12
     ((*_, per_seed),) = shadow_rows(runs, n_boot=200)
     assert per_seed == f"1: {0.02 * 12 / (0.01 * 8 + 0.02 * 4):.3g}, 2: 2"
+
+
+def test_the_seed_mean_interval_stands_beside_the_bootstrap_up_to_few_seeds(tmp_path):
+    """One seed has none; 2..FEW_SEEDS seeds have it; more seeds leave the cell empty."""
+    for seed in range(FEW_SEEDS + 1):
+        for arm, gap in (("bf16", 0.0), ("fp8", 0.1 + 0.01 * seed)):
+            rows = [{"step": t + 1, "reward_mean": 0.7 - gap} for t in range(STEPS)]
+            _write_run(tmp_path / f"{arm}__seed{seed}", rows)
+    runs = load_seeded_runs(tmp_path)
+
+    def cell(seeds: range | list[int]) -> str:
+        some = {arm: {s: runs[arm][s] for s in seeds} for arm in runs}
+        return paired_rows(some, "bf16", n_boot=50)[0][3]
+
+    assert cell([0]) == "one seed: none"
+    gaps = 100 * (0.1 + 0.01 * np.arange(FEW_SEEDS))
+    assert cell(range(FEW_SEEDS)) == seed_mean_interval(-gaps).fmt()
+    assert cell(range(FEW_SEEDS + 1)) == ""
+    text = paired_report(runs, "bf16", n_boot=50)
+    assert "| arm - baseline [90%] | over seed means [90% t] | per seed |" in text
 
 
 def test_the_shadow_multiplier_divides_metrics_of_one_run(tmp_path):
