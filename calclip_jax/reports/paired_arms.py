@@ -76,6 +76,20 @@ BOUND_METRICS = (
     ("calibrations floored (lower_min)", "calib_lower_floored", True),
     ("calibrations capped (upper_max)", "calib_upper_capped", True),
 )
+FLOOR_AND_CAP = "RL steps on the floor and the cap"  # bound_rows: the last calibration hit both
+
+
+def carry_forward(x_ST: np.ndarray, ends: Sequence[int]) -> np.ndarray:
+    """Each row's last finite value carried to the NaN steps after it, through the row's own end
+    (`ends`, one per row; NaN before a row's first value and after its end): what a value logged
+    only where a calibration ran says about the steps that ran on that calibration."""
+    out = np.array(x_ST, dtype=np.float64)
+    for row, end in zip(out, ends, strict=True):
+        for t in range(1, min(end, row.size)):
+            if np.isnan(row[t]):
+                row[t] = row[t - 1]
+        row[end:] = np.nan
+    return out
 
 
 def load_seeded_runs(sweep_dir: str | Path, last_step: int | None = None) -> Runs:
@@ -226,8 +240,9 @@ def shadow_rows(runs: Runs, **boot: Any) -> list[list[str]]:
 
 def bound_rows(runs: Runs, **boot: Any) -> list[list[str]]:
     """Rows "arm, quantity, mean [90%]" for arms that calibrated: the clip bounds in use over
-    RL steps, and the share of calibrations whose lower bound sat on its floor or whose upper
-    bound sat on its cap (each logged where a calibration ran)."""
+    RL steps, the share of calibrations whose lower bound sat on its floor or whose upper bound
+    sat on its cap (each logged where a calibration ran), and the share of RL steps that ran on
+    a calibration that hit both (FLOOR_AND_CAP: the widest clip the calibration allows)."""
     rows = []
     for arm in sorted(runs):
         seeds = sorted(runs[arm])
@@ -239,6 +254,13 @@ def bound_rows(runs: Runs, **boot: Any) -> list[list[str]]:
             if np.isfinite(x).any():
                 cell = mean_interval(x, **boot).fmt(scale=100.0 if percent else 1.0)
                 rows.append([arm, label + (" %" if percent else ""), cell])
+        floored, capped = (
+            step_matrix(runs[arm], seeds, key, ends)
+            for key in ("calib_lower_floored", "calib_upper_capped")
+        )
+        both = np.where(np.isfinite(floored) & np.isfinite(capped), floored * capped, np.nan)
+        on_both = mean_interval(carry_forward(both, ends), **boot)
+        rows.append([arm, FLOOR_AND_CAP + " %", on_both.fmt(scale=100.0)])
     return rows
 
 

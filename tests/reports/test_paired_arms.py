@@ -13,6 +13,7 @@ import pytest
 from calclip_jax.analysis.paired import FEW_SEEDS, seed_mean_interval
 from calclip_jax.reports.paired_arms import (
     bound_rows,
+    carry_forward,
     load_seeded_runs,
     paired_report,
     paired_rows,
@@ -149,7 +150,26 @@ def test_calibrated_bounds_report_their_floor_and_cap_hit_rates(tmp_path):
     assert got["lower bound in use"] == "0.6 [0.6, 0.6]"
     assert got["calibrations capped (upper_max) %"] == "100 [100, 100]"
     assert got["calibrations floored (lower_min) %"].startswith("50 [")  # 3 of 6 calibrations
+    # floored and capped at steps 1, 5, 9 (t = 0, 4, 8), each held for 2 steps: 6 of 12 steps
+    assert got["RL steps on the floor and the cap %"].startswith("50 [")
     assert all(r[0] == "calib" for r in bound_rows(load_seeded_runs(tmp_path), n_boot=50))
+    # a calibration every 8 steps: floored and capped at step 1, not floored at step 9, so half
+    # the calibrations but 8 of the 12 steps ran on both
+    sparse = [{"step": t + 1, "clip_lower": 0.6 if t < 8 else 0.7} for t in range(STEPS)]
+    for t, floored in ((0, 1.0), (8, 0.0)):
+        sparse[t] |= {"calib_lower_floored": floored, "calib_upper_capped": 1.0}
+    _write_run(tmp_path / "k8__seed1", sparse)
+    got = {r[1]: r[2] for r in bound_rows(load_seeded_runs(tmp_path), n_boot=200) if r[0] == "k8"}
+    assert got["calibrations floored (lower_min) %"].startswith("50 [")
+    assert got["RL steps on the floor and the cap %"].startswith("66.7 [")
+
+
+def test_a_calibration_is_carried_to_the_steps_that_ran_on_it():
+    x = np.array([[np.nan, 1.0, np.nan, 0.0, np.nan], [0.0, np.nan, np.nan, np.nan, np.nan]])
+    got = carry_forward(x, [5, 3])
+    np.testing.assert_array_equal(got[0], [np.nan, 1, 1, 0, 0])
+    np.testing.assert_array_equal(got[1], [0, 0, 0, np.nan, np.nan])  # not past its end
+    assert np.isnan(x[0, 2])  # the input is left alone
 
 
 def test_cli_prints_and_writes_the_tables_and_names_a_missing_baseline(tmp_path):
