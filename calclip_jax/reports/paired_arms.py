@@ -6,10 +6,9 @@
 Arms of one seed share the prompts of every RL step, so "arm - baseline" is taken per (seed, step)
 and its interval comes from `analysis.paired` (seeds and blocks of steps resampled); with
 FEW_SEEDS seeds or fewer the t interval over the seeds' own means (`seed_mean_interval`) stands
-beside it, since a few seeds resample coarsely. Each seed
-counts every RL step both arms of it hold, so a seed cut short does not cut the others; a "second
-half" is each seed's own. The multiplier "FP8 clip share / BF16-shadow clip share" divides
-metrics of one run, on its own tokens.
+beside it, since a few seeds resample coarsely. Each seed counts every RL step both arms of it
+hold, so a seed cut short does not cut the others; a "second half" is each seed's own. The
+multiplier "FP8 clip share / BF16-shadow clip share" divides metrics of one run, on its own tokens.
 """
 
 from __future__ import annotations
