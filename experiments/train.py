@@ -15,6 +15,9 @@ Multi-process (multi-host): run the same command once per process, adding
 The mesh spans every process's devices; the workdir (and sft.cache_dir) must be a filesystem
 all processes share (orbax checkpoints are collective); process 0 alone writes logs and caches.
 On CPU: XLA_FLAGS=--xla_force_host_platform_device_count=K for K devices per process.
+A lost process (killed, preempted) stops the others within --heartbeat_timeout_s, the
+coordination service naming it; rerunning the same command on every process resumes from the
+newest checkpoint, which also restores on another process count over the same devices.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ import jax
 from absl import app, flags, logging
 
 from calclip_jax.config import ConfigError
+from calclip_jax.parallel.multihost import lost_contact_note
 from calclip_jax.train.rl_loop import format_summary, run_experiment, say
 from calclip_jax.workdir.lock import WorkdirError
+from calclip_jax.workdir.run_record import checkpoint_steps
 from experiments import config_cli, config_help
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "configs", "default.py")
@@ -40,6 +45,12 @@ _COORDINATOR = flags.DEFINE_string(
 )
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", 1, "Processes in a multi-process run.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", 0, "This process's index.")
+_HEARTBEAT_TIMEOUT = flags.DEFINE_integer(
+    "heartbeat_timeout_s",
+    30,
+    "Multi-process runs: seconds without a heartbeat after which a process counts as lost; "
+    "the others then stop, naming it (rerun the same command on every process to resume).",
+)
 _ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
     "allow_config_change",
     False,
@@ -50,7 +61,12 @@ _ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
 def main(argv: list[str]) -> None:
     del argv
     if _COORDINATOR.value:
-        jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+        jax.distributed.initialize(
+            _COORDINATOR.value,
+            _NUM_PROCESSES.value,
+            _PROCESS_ID.value,
+            heartbeat_timeout_seconds=_HEARTBEAT_TIMEOUT.value,
+        )
     try:
         summary = run_experiment(
             _CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW_CONFIG_CHANGE.value
@@ -59,6 +75,12 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: invalid config: {err}")
     except WorkdirError as err:
         sys.exit(f"error: workdir refused: {err}")
+    except jax.errors.JaxRuntimeError as err:
+        if jax.process_count() > 1:
+            resumes_from = max(checkpoint_steps(_WORKDIR.value), default=0)
+            note = lost_contact_note(err, _HEARTBEAT_TIMEOUT.value, resumes_from)
+            print(note, file=sys.stderr, flush=True)
+        raise
     say(format_summary(summary, _WORKDIR.value))
 
 

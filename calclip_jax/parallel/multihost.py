@@ -1,9 +1,9 @@
 """Multi-process (multi-host) helpers; each is a no-op or a plain copy with one process.
 
 Every process runs the same program on the same host data (all randomness derives from
-(seed, step)), so host NumPy inputs become global arrays by `jax.device_put` with a mesh
-sharding (see `sharded.jit_update_step`), and global results come back to every host with
-`to_host`. Process 0, the leader, is the only writer of run outputs and shared caches.
+(seed, step)), so host NumPy inputs become global arrays by `to_global` (each process places the
+rows of its own devices; see `sharded.jit_update_step`), and global results come back to every
+host with `to_host`. Process 0, the leader, is the only writer of run outputs and shared caches.
 """
 
 from __future__ import annotations
@@ -52,6 +52,37 @@ def leader_first(name: str) -> Iterator[None]:
     else:
         sync(name)
         yield
+
+
+def to_global(tree: Any, shardings: Any) -> Any:
+    """`tree` placed with `shardings` (a matching tree): device arrays by `jax.device_put`, host
+    arrays by `jax.make_array_from_process_local_data` given the full value, from which each
+    process copies only the slices its own devices hold. Unlike `device_put` of a host array
+    with several processes, nothing compares the processes' values (a collective per array,
+    and NaN != NaN): every process must hold the same value, as the loop's (seed, step)
+    streams ensure."""
+
+    def place(x: Any, sharding: Any) -> Any:
+        if isinstance(x, jax.Array) or jax.process_count() == 1:
+            return jax.device_put(x, sharding)
+        x = np.asarray(x)
+        return jax.make_array_from_process_local_data(sharding, x, x.shape)
+
+    return jax.tree.map(place, tree, shardings)
+
+
+def lost_contact_note(err: BaseException, heartbeat_timeout_s: int, resumes_from: int) -> str:
+    """What every process prints when a collective with the others fails mid-run (a process
+    was lost: killed, preempted, out of memory). The coordination service then names the lost
+    process ("Task N heartbeat timeout") within `heartbeat_timeout_s` and stops this one."""
+    first = (str(err).splitlines() or [""])[0][:200]
+    where = f"RL step {resumes_from}" if resumes_from else "the start (no checkpoint yet)"
+    return (
+        f"error: process {jax.process_index()} of {jax.process_count()}: a collective with the "
+        f"other processes failed ({type(err).__name__}: {first}). If a process was lost, the "
+        f"coordination service names it within {heartbeat_timeout_s} s and stops this one. "
+        f"Rerun the same command on every process to resume from {where}."
+    )
 
 
 def to_host(x: Any) -> np.ndarray:

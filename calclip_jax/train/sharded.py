@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ from jax.sharding import Mesh, NamedSharding
 
 from calclip_jax.model.sharding import param_shardings
 from calclip_jax.parallel.mesh import batch_sharding, replicated
+from calclip_jax.parallel.multihost import to_global
 from calclip_jax.train.state import TrainState
 
 
@@ -23,15 +25,31 @@ def batch_shardings(batch: dict[str, Any], mesh: Mesh) -> dict[str, NamedShardin
     return {k: batch_sharding(mesh) for k in batch}
 
 
+@dataclasses.dataclass(frozen=True)
+class ShardedStep:
+    """The update step jitted for a mesh: `jitted` (a `jax.jit` object: `.lower` it with
+    ShapeDtypeStructs to compile without data) and a call that first places host inputs.
+
+    Host (NumPy) batches become global arrays by `to_global`: each process places only the rows
+    its own devices hold, so no process checks the others' values (a NaN marks old log-probs
+    the first update does not read, and NaN != NaN)."""
+
+    jitted: Any
+    batch_shardings: dict[str, NamedSharding]
+    flags_sharding: NamedSharding
+
+    def __call__(self, state: TrainState, batch: dict, flags: dict) -> tuple[TrainState, dict]:
+        flags_sh = jax.tree.map(lambda _: self.flags_sharding, flags)
+        return self.jitted(
+            state, to_global(batch, self.batch_shardings), to_global(flags, flags_sh)
+        )
+
+
 def jit_update_step(
     step: Callable, state: TrainState, batch: dict[str, Any], mesh: Mesh
-) -> Callable:
+) -> ShardedStep:
     """`jax.jit(step)` with explicit in/out shardings over `mesh` and the state donated; the
-    per-update flags (`update_flags`) are replicated scalars.
-
-    Host (NumPy) batches are placed on the mesh first: with several processes, jit refuses
-    host inputs for split shardings, and each process holds the same full batch.
-    """
+    per-update flags (`update_flags`) are replicated scalars."""
     state_sh, batch_sh = state_shardings(state, mesh), batch_shardings(batch, mesh)
     flags_sh = replicated(mesh)
     jitted = jax.jit(
@@ -40,9 +58,7 @@ def jit_update_step(
         out_shardings=(state_sh, replicated(mesh)),
         donate_argnums=0,
     )
-    return lambda state, batch, flags: jitted(
-        state, jax.device_put(batch, batch_sh), jax.device_put(flags, flags_sh)
-    )
+    return ShardedStep(jitted, batch_sh, flags_sh)
 
 
 def shard_state(state: TrainState, mesh: Mesh) -> TrainState:

@@ -86,6 +86,15 @@ def checkpoints_path(workdir: str | Path) -> Path:
     return Path(workdir) / CHECKPOINTS_DIR
 
 
+def checkpoint_steps(workdir: str | Path) -> list[int]:
+    """RL steps of the finalized checkpoint folders (orbax renames a step's folder to its
+    number once written), without opening them."""
+    folder = checkpoints_path(workdir)
+    return (
+        sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+    )
+
+
 def ratio_dump_path(workdir: str | Path, step: int) -> Path:
     return Path(workdir) / RATIOS_DIR / step_file(step, "npz")
 

@@ -99,10 +99,7 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize(
-    "damage",
-    ["checksum", *(pytest.param(k, marks=pytest.mark.slow) for k in DAMAGE if k != "checksum")],
-)
+@pytest.mark.parametrize("damage", list(DAMAGE))
 def test_damaged_newest_checkpoint_falls_back_to_the_older_one(tiny, reference, tmp_path, damage):
     run = _copy(reference, tmp_path / "run", unfinish=True)
     spoil, problem = DAMAGE[damage]
@@ -157,7 +154,6 @@ def test_second_process_on_a_workdir_is_refused_at_once(tiny, tmp_path):
     assert sorted(p.name for p in run.iterdir()) == [LOCK_FILE]
 
 
-@pytest.mark.slow
 def test_allowed_config_change_continues_and_is_recorded(tiny, reference, tmp_path):
     run = _copy(reference, tmp_path / "run")
     flags = (f"--config.train.steps={STEPS + 1}", "--config.train.learning_rate=0.002")
@@ -169,7 +165,6 @@ def test_allowed_config_change_continues_and_is_recorded(tiny, reference, tmp_pa
     assert changed["changed"]["train.learning_rate"] == [0.001, 0.002]
 
 
-@pytest.mark.slow
 def test_kill_from_outside_while_a_checkpoint_is_written(tiny, reference, tmp_path):
     run = tmp_path / "run"
     proc = tiny.start(run)
@@ -183,7 +178,6 @@ def test_kill_from_outside_while_a_checkpoint_is_written(tiny, reference, tmp_pa
     assert_same_outputs(run, reference)
 
 
-@pytest.mark.slow
 def test_two_training_processes_do_not_interleave(tiny, reference, tmp_path):
     run = tmp_path / "run"
     first = tiny.start(run)

@@ -43,14 +43,7 @@ BOUNDS = {"fp32": 1e-4, "fp8_block": 0.05}
 
 
 @pytest.mark.parametrize("preset", list(BOUNDS))
-@pytest.mark.parametrize(  # (2, 2, 2) shards along all three axes; the others run with -m slow
-    "shape",
-    [
-        pytest.param((8, 1, 1), marks=pytest.mark.slow),
-        (2, 2, 2),
-        pytest.param((1, 2, 4), marks=pytest.mark.slow),
-    ],
-)
+@pytest.mark.parametrize("shape", [(8, 1, 1), (2, 2, 2), (1, 2, 4)])
 def test_sharded_step_matches_single_device(shape, preset):
     # EMA 0.5 and no correction: what this test checked before those stopped being the defaults;
     # exact matching (EMA 0) makes the bounds order statistics, where an ulp of sharding noise can
