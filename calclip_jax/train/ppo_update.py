@@ -167,6 +167,7 @@ class PPOUpdater:
             old = first_old or i > 0 or pooled
             if self._program is not None:  # the forward program at theta_old (always needed)
                 out = self._program_outputs(state, mb, calibrate or shadow)
+                out = {k: keep(v) for k, v in out.items()}  # the ratio probe reads old_logp
                 mb["old_logp"] = out["logp"]
                 if traced:
                     mb["old_logp_ref"] = out[SHADOW_KEY]
