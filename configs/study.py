@@ -41,6 +41,7 @@ from configs.arms import ARMS, FP8_PRESET_SUFFIXES
 
 STUDY_COMMON = {
     "calibration.lower_min": 0.0,  # the committed runs predate the floor under the lower bound
+    "train.same_forward": False,  # the committed runs predate the one forward program default
     "train.steps": 60,
     "train.num_minibatches": 4,
     "eval.every": 10,
@@ -128,6 +129,7 @@ def boundary_arms() -> dict[str, dict]:
 
 STRESS_COMMON = {
     "calibration.lower_min": 0.0,  # the committed runs predate the floor under the lower bound
+    "train.same_forward": False,  # the committed runs predate the one forward program default
     "train.steps": 300,
     "train.ppo_epochs": 4,  # 4 epochs x 4 minibatches = 16 updates per rollout batch
     "train.num_minibatches": 4,
@@ -213,6 +215,7 @@ REAL_MODEL_ARMS = (
 REAL_MODEL_COMMON = {
     "calibration.lower_min": 0.0,  # the committed runs predate the floor under the lower bound
     "train.share_prompt": False,  # the committed runs predate the shared-prompt default
+    "train.same_forward": False,  # the committed runs predate the one forward program default
     "train.steps": 20,
     "eval.every": 5,
     "log.quiet": True,
@@ -229,7 +232,7 @@ def real_model_arms() -> dict[str, dict]:
 
 POWERED_SEEDS = (1, 2, 3)
 POWERED_COMMON = {  # today's fast path (configs/smollm2.py's defaults) plus:
-    "train.same_forward": True,  # r = 1 at theta_old at every update, in every arm
+    "train.same_forward": True,  # r = 1 at theta_old at every update (pinned: now the default)
     "calibration.shadow_every": 1,  # every arm logs its BF16 shadow on its own tokens
     "calibration.sample": "batch",  # bounds from the whole RL step's batch, not one minibatch
     "train.steps": 40,

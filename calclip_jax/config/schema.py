@@ -120,8 +120,9 @@ class TrainConfig:
     share_prompt: bool = False  # run each group's prompt once in the trainer's forwards
     micro_batches: int = 1  # gradient accumulation: each minibatch's forward and backward in
     # this many parts of whole groups, gradients summed in float32 (not with delayed scaling)
-    same_forward: bool = False  # the ratio's old and new log-probs from one compiled forward
-    # program, the backward through a recomputed forward (train/forward_program.py)
+    same_forward: bool = True  # the ratio's old and new log-probs from one compiled forward
+    # program, so r = 1 exactly at theta_old at every update; the backward through a recomputed
+    # forward (train/forward_program.py; not with delayed_scales="update")
     delayed_scales: str = "batch"  # delayed scaling: "batch" scales a rollout batch's forwards
     # from the amax history as the batch began (primed before the run's first update), its
     # updates' amaxes pushed for the next batch; "update": each update from the one before

@@ -209,14 +209,15 @@ def micro_batches(run: RunConfig) -> int:
 
 
 def same_forward(run: RunConfig) -> bool:
-    """`train.same_forward`, checked: not with per-update delayed scales."""
+    """`train.same_forward` (on by default), checked: not with per-update delayed scales."""
     t = run.train
     delayed = PrecisionRecipe.preset(t.precision).any_delayed
     if t.same_forward and delayed and t.delayed_scales == "update":
         raise ConfigError(
-            f"train.same_forward: train.precision={t.precision!r} has delayed scaling with "
-            "train.delayed_scales='update', whose amax histories would observe every call of "
-            "the forward program (use 'batch')"
+            f"train.same_forward=True (the default): train.precision={t.precision!r} has "
+            "delayed scaling with train.delayed_scales='update', whose amax histories would "
+            "observe every call of the forward program; set train.delayed_scales='batch' "
+            "(scales frozen within a rollout batch) or train.same_forward=false"
         )
     return t.same_forward
 
@@ -324,6 +325,8 @@ def resolved_record(spec: RunSpec) -> dict[str, Any]:
         "model": spec.model.to_dict(),
         "checkpoint": spec.checkpoint,
         "updates_per_rl_step": spec.config.train.updates_per_rl_step,
+        "same_forward": spec.update.same_forward,
+        "frozen_scales": spec.update.frozen_scales,
         "rollout_batch": spec.config.rollout.batch_size,
         "shared_prompt": (
             None if spec.update.shared_prompt is None else vars(spec.update.shared_prompt)

@@ -59,6 +59,7 @@ def update_path(
     plan = updater.plan(len(batch["tokens"]), rng)[:updates]
     yield state.params, {}
     for i, mb in enumerate(updater.prepare(state, batch, plan, calibrate=False)):
+        mb = updater.update_inputs(state, mb, shadow=False) if i else mb
         state, metrics = step(state, mb, update_flags(i == 0, False))
         yield state.params, {k: float(v) for k, v in jax.device_get(metrics).items()}
 

@@ -202,6 +202,14 @@ class PPOUpdater:
             out[SHADOW_KEY] = jnp.zeros_like(out["logp"])
         return out
 
+    def update_inputs(self, state: TrainState, mb: dict[str, Any], shadow: bool) -> dict:
+        """Minibatch `mb` (from `prepare`) as an update at `state` after the batch's first reads
+        it: with the forward program, the program's outputs at `state` added (`shadow`: as
+        `prepare` was told, the step calibrates or measures the shadow); else `mb` itself."""
+        if self._program is None:
+            return mb
+        return {**mb, **self._program_outputs(state, mb, shadow)}
+
     def _prime(
         self, state: TrainState, rollout: dict[str, Any], plan: list[np.ndarray]
     ) -> TrainState:
@@ -286,8 +294,8 @@ class PPOUpdater:
         for i, mb in enumerate(minibatches):
             if reuse is not None:  # the pooled calibration's program outputs at these params
                 mb, reuse = {**mb, **reuse}, None
-            elif self._program is not None and i > 0:  # the first has them from `prepare`
-                mb = {**mb, **self._program_outputs(at_scales(state), mb, calibrate or shadow)}
+            elif i > 0:  # the first has the program's outputs from `prepare`
+                mb = self.update_inputs(at_scales(state), mb, calibrate or shadow)
             flags = update_flags(i == 0, calibrate, shadow, scales)
             state, metrics = self.update_step(state, mb, flags)
             device_metrics.append(metrics)

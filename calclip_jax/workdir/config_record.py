@@ -9,7 +9,8 @@ change under "config_changes" with the RL step it took effect after. A knob that
 lacks (added to the schema after the run began) is unchanged where it is at its default: a new
 knob's default is the behaviour from before it (`train.share_prompt=False`, say), except where
 the default changed the behaviour (`meant_before`: `train.delayed_scales`, whose default "batch"
-came after runs with delayed scaling pushed their scales per update).
+came after runs with delayed scaling pushed their scales per update; `train.same_forward`, on
+by default since after runs took their old and new log-probs from two programs).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def meant_before(key: str, old: dict[str, Any]) -> Any:
     default is not the behaviour from before it; None elsewhere."""
     if key == "train.delayed_scales" and "delayed" in str(old.get("train.precision", "")):
         return "update"  # every update pushed its amaxes before the trainer froze them per batch
+    if key == "train.same_forward":
+        return False  # two programs (the fused step's and the no-grad old log-probs') before it
     return None
 
 

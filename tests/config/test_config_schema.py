@@ -27,8 +27,20 @@ from calclip_jax.shipped import shipped_file
 from calclip_jax.workdir.config_record import CHANGES_KEY
 from calclip_jax.workdir.run_record import RESOLVED
 from configs.arms import ARMS
+from experiments.config_help import CONFIGS_DIR, NOT_FAMILIES, family_args
 
 FAMILIES = ("grpo", "dapo", "default", "countdown", "smollm2")
+CHECKPOINT_FAMILIES = ("smollm2", "smollm2_break", "word_problems")  # the shipped GGUF's
+
+
+def _train_families() -> list[str]:
+    """Every train family in configs/ (a config whose get_config takes an arm)."""
+    names = sorted(p.stem for p in CONFIGS_DIR.glob("*.py") if p.stem not in NOT_FAMILIES)
+    return [
+        n
+        for n in names
+        if (family_args(importlib.import_module(f"configs.{n}")) or ("",))[0] == "arm"
+    ]
 
 
 def _cli_config(argv: list[str]):
@@ -85,6 +97,22 @@ def test_every_arm_builds_the_same_spec_as_the_cli(family):
         assert cli.config == direct.config, (family, arm)
         assert resolved_record(cli) == resolved_record(direct), (family, arm)
         assert cli.update == direct.update and cli.rollout_recipe == direct.rollout_recipe
+
+
+@pytest.mark.parametrize("family", _train_families())
+def test_every_family_and_arm_defaults_to_the_one_forward_program(family):
+    """As a user runs it (`--config=configs/<family>.py:<arm>`, nothing else), every arm of every
+    family resolves to one forward program for its old and new log-probs, delayed scaling with
+    its scales frozen per rollout batch, and config.json's resolved section says so."""
+    if family in CHECKPOINT_FAMILIES:
+        _real_checkpoint_or_skip()
+    for arm in ("", *ARMS):
+        suffix = f":{arm}" if arm else ""
+        spec = build_run_spec(_cli_config([f"--config=configs/{family}.py{suffix}"]))
+        assert spec.update.same_forward and resolved_record(spec)["same_forward"], (family, arm)
+        delayed = spec.update.recipe.any_delayed
+        assert resolved_record(spec)["frozen_scales"] == delayed, (family, arm)
+        assert spec.config.train.updates_per_rl_step > 1, (family, arm)  # r = 1 is at stake
 
 
 def test_cli_sets_an_unset_knob_and_the_record_resolves_it():

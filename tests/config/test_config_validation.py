@@ -229,6 +229,21 @@ def test_per_update_delayed_scales_refuse_the_split_update(knob):
     assert build_run_spec(_config(f"train.{name}", value, **delayed)).update.frozen_scales
 
 
+def test_per_update_delayed_scales_are_refused_by_the_default_naming_what_to_set():
+    """The one forward program is the default: per-update delayed scales are refused on one line
+    that names both knobs and the two ways out; either way out builds."""
+    update = {"train.precision": "fp8_delayed", "train.delayed_scales": "update"}
+    with pytest.raises(ConfigError) as err:
+        build_run_spec(_config("train.precision", "fp8_delayed", **update))
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("train.same_forward=True (the default)")
+    assert "train.delayed_scales='batch'" in message and "train.same_forward=false" in message
+    two_programs = build_run_spec(_config("train.same_forward", False, **update)).update
+    assert not two_programs.same_forward and not two_programs.frozen_scales
+    frozen = build_run_spec(_config("train.precision", "fp8_delayed")).update
+    assert frozen.same_forward and frozen.frozen_scales
+
+
 def test_device_fit_resolves_the_mesh():
     run = parse(base_config())
     assert check_devices(run, 4) == (4, 1, 1)

@@ -43,6 +43,15 @@ def test_phase_arms_apply_to_their_base_config(phase):
         assert all(o["rl.preset"] == "dapo" for o in arms.values())
 
 
+@pytest.mark.parametrize("phase", sorted(study.PHASES))
+def test_phases_pin_the_forward_program_their_committed_runs_used(phase):
+    """The phases run before the one forward program was the default pin it off (their commands
+    reproduce); the powered study ran with it, pinned on."""
+    arms = sweeps.expand_arms(study.get_config(phase))
+    want = phase == "smollm2_powered"
+    assert all(o["train.same_forward"] is want for o in arms.values()), phase
+
+
 def test_headline_seed_phases_cover_seeds_one_to_four():
     for phase, prefix in (("seeds", ""), ("dapo_seeds", "dapo_")):
         arms = sweeps.expand_arms(study.get_config(phase))

@@ -16,6 +16,7 @@ from calclip_jax.rl.diagnostics import CLIP_METRICS, MISMATCH_METRICS
 from calclip_jax.train.rl_loop import run_experiment
 from calclip_jax.workdir import run_record as R
 from calclip_jax.workdir.run_record import read_metrics
+from configs import arms
 
 HEADLINE = (
     "reward_mean",
@@ -115,6 +116,29 @@ def test_pooled_calibration_and_shadow_every_in_a_run(tmp_path, sft_cache):
     assert [r["calib_lower_floored"] is not None for r in rows] == [True, False, True]
     assert [r["clip_frac_lower_neg_ref"] is not None for r in rows] == [True, False, False]
     assert parse(R.load_config(tmp_path)) == build_run_spec(config).config
+
+
+def test_the_ratio_is_exactly_one_at_theta_old_by_default(tmp_path, sft_cache):
+    """The default config in FP8 per-tensor + TIS, 4 minibatch updates per RL step at a learning
+    rate that moves no parameter: `ratio_log_abs_max` is exactly 0 at every RL step (every
+    update's ratio is 1: the old and new log-probs come from one forward program), and
+    config.json's resolved section records that program."""
+    overrides = {
+        **arms.ARMS["fp8_tensor_tis"],
+        "rollout.prompts_per_step": 8,  # 4 minibatches of 8 rows: one a simulated device
+        "train.num_minibatches": 4,
+        "train.learning_rate": 1e-30,
+        "train.steps": 2,
+        "sft.updates": 0,  # the ratio at theta_old needs no warm start
+        "log.ratios_every": None,
+    }
+    config = tiny_config(sft_cache, **overrides)
+    run_experiment(config, str(tmp_path), log=lambda _: None)
+    rows = read_metrics(str(tmp_path))
+    assert [r["step"] for r in rows] == [1, 2]
+    assert [r["ratio_log_abs_max"] for r in rows] == [0.0, 0.0]
+    resolved = R.load_config(tmp_path)[R.RESOLVED]
+    assert resolved["same_forward"] is True and resolved["updates_per_rl_step"] == 4
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,17 @@ def test_a_delayed_run_begun_before_frozen_scales_keeps_its_per_update_scales(tm
     assert check_config(str(tmp_path), per_update, allow=False) == {}
 
 
+def test_a_run_begun_before_the_one_forward_program_default_keeps_two_programs(workdir):
+    """`train.same_forward`'s default changed the behaviour: a run begun before the knob took
+    its old and new log-probs from two programs, so only `same_forward=false` continues it."""
+    stored = R.load_config(str(workdir))
+    del stored["train"]["same_forward"]
+    (workdir / R.CONFIG_FILE).write_text(json.dumps(stored))
+    with pytest.raises(ConfigChangeError, match=r"train.same_forward: False -> True"):
+        check_config(str(workdir), _config(), allow=False)
+    assert check_config(str(workdir), _config(**{"train.same_forward": False}), allow=False) == {}
+
+
 def test_a_knob_added_after_the_run_began_passes_at_its_default(workdir):
     """config.json of a run begun before train.share_prompt existed: the default (off, the
     behaviour before it) is no change, turning it on is."""
