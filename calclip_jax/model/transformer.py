@@ -45,8 +45,7 @@ def embed_lookup(embed: nn.Embed, tokens_BT: jax.Array) -> jax.Array:
     """float32 rows of `embed`'s table, as `embed(tokens_BT)` computes them. Under a mesh the
     table is first gathered over the batch axes (FSDP: the weights come to the tokens, as for
     every GEMM), vocabulary-parallel over `tensor`, so the lookup never gathers the batch's
-    token ids; the constraint's transpose all-reduces the table's gradient whole (a
-    reduce-scatter would need the partial sums explicit, `shard_map`)."""
+    token ids."""
     table_VD = constrain(embed.embedding, TENSOR, None)
     return jnp.take(table_VD, constrain(tokens_BT, BATCH), axis=0).astype(jnp.float32)
 
