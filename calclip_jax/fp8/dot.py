@@ -46,7 +46,6 @@ from calclip_jax.fp8.scaled_gemm import (
     transpose_operand,
 )
 from calclip_jax.fp8.vocabulary import OPERAND_ROLES
-from calclip_jax.parallel.activations import batch_shards
 
 E4M3 = TensorPrecision("e4m3", "tensor")
 E5M2 = TensorPrecision("e5m2", "tensor")
@@ -139,8 +138,7 @@ def _quantized_dot_bwd(cfg, res, g):
     g_view = g.astype(jnp.float32).reshape(b, m, rv.sizes()[1])
     g_rows, g_cols, new_history = _gradient_operands(cfg, g_view, grad_history)
     dlhs = lv.from_view(gemm(g_rows, qr_t)).astype(lhs_like.dtype)
-    rows_split = batch_shards(g) if b == 1 else 1  # drhs contracts lhs's rows: the tokens
-    drhs = rv.from_view(gemm(g_cols, ql_t, k_parts=rows_split)).astype(rhs_like.dtype)
+    drhs = rv.from_view(gemm(g_cols, ql_t)).astype(rhs_like.dtype)
     return dlhs, drhs, dls, drs, new_history
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import math
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -36,7 +35,6 @@ from calclip_jax.fp8.mx_cudnn import mx_gemm
 from calclip_jax.fp8.output_scale import SplitScale, apply_scales, split_scale
 from calclip_jax.fp8.quantize import MX_BLOCK, QuantizedArray, dequantize, quantize
 from calclip_jax.fp8.recipe import TensorPrecision
-from calclip_jax.parallel.activations import BATCH, constrain
 
 Operand = QuantizedArray | jnp.ndarray
 _BMK_BNK = (((2,), (2,)), ((0,), (0,)))
@@ -170,42 +168,8 @@ def _chunked_gemm(a: QuantizedArray, b: QuantizedArray) -> jnp.ndarray:
     return lax.while_loop(lambda carry: carry[0] < n_chunks, step, (jnp.int32(0), acc))[1]
 
 
-def _split_k(op: QuantizedArray, parts: int) -> QuantizedArray:
-    """[B, R, K] values (and [..., K groups] scales) as [parts, B, R, K / parts], the parts split
-    over the batch axes (`parallel.activations`)."""
-
-    def split(x: jnp.ndarray) -> jnp.ndarray:
-        x = x.reshape(*x.shape[:-1], parts, x.shape[-1] // parts)
-        return constrain(jnp.moveaxis(x, -2, 0), BATCH)
-
-    return QuantizedArray(
-        split(op.values), split(op.scale), op.granularity, op.axis, op.block_shape
-    )
-
-
-def _lcm_width(ops: tuple[QuantizedArray, ...]) -> int:
-    return math.lcm(*(_chunk_width(op) for op in ops))
-
-
-def _parted_gemm(a: QuantizedArray, b: QuantizedArray, parts: int) -> jnp.ndarray:
-    """``_chunked_gemm`` with K cut into ``parts`` contiguous parts: each part's chunks summed in
-    order (on the devices holding that part), then the parts in order. One part, an operand not
-    block / MX, or a part that is not whole scale groups of both: ``_chunked_gemm`` itself."""
-    k, ops = a.values.shape[-1], (a, b)
-    grouped = all(op.granularity in ("block", "mx") for op in ops)
-    if parts == 1 or not grouped or k % parts or (k // parts) % _lcm_width(ops):
-        return _chunked_gemm(a, b)
-    out = jax.vmap(_chunked_gemm)(_split_k(a, parts), _split_k(b, parts))
-    return jnp.sum(constrain(out, BATCH), axis=0)
-
-
-def gemm(a: Operand, b: Operand, k_parts: int = 1) -> jnp.ndarray:
-    """float32 ``bmk,bnk->bmn`` of two GEMM operands (see the module docstring).
-
-    ``k_parts``: K is split over that many devices, in contiguous parts (a weight gradient's
-    tokens under a mesh: `parallel.activations.batch_shards`). Block / MX operands then sum each
-    part's chunks on its devices and add the parts after (a chunk loop over all of K would
-    gather every part onto every device); other operands, and ``k_parts=1``, are unaffected."""
+def gemm(a: Operand, b: Operand) -> jnp.ndarray:
+    """float32 ``bmk,bnk->bmn`` of two GEMM operands (see the module docstring)."""
     quantized = isinstance(a, QuantizedArray), isinstance(b, QuantizedArray)
     if quantized == (False, False) and a.dtype == b.dtype:
         return _dot(a, b, lax.Precision.HIGHEST if a.dtype == jnp.float32 else None)
@@ -215,10 +179,9 @@ def gemm(a: Operand, b: Operand, k_parts: int = 1) -> jnp.ndarray:
             as_f32(a).astype(jnp.float32), as_f32(b).astype(jnp.float32), lax.Precision.HIGHEST
         )
     grans = {a.granularity, b.granularity}
-    chunked = functools.partial(_parted_gemm, parts=k_parts)
     if grans == {"mx"}:
-        return mx_gemm(a, b, chunked)
+        return mx_gemm(a, b, _chunked_gemm)
     if grans <= {"tensor", "channel"}:
         sa, sb = split_scale(a.scale), _transposed(split_scale(b.scale))
         return apply_scales(_dot(a.values, b.values), sa, sb)
-    return chunked(a, b)
+    return _chunked_gemm(a, b)

@@ -31,7 +31,6 @@ from calclip_jax.model.attention_dtype import CACHE_LAYOUTS, attention_compute_d
 from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.fused_attention import full_sequence_attention
 from calclip_jax.model.layers import RMSNorm, apply_rope
-from calclip_jax.parallel.activations import BATCH, TENSOR, constrain
 
 _MASKED = -1e30
 
@@ -133,11 +132,7 @@ def _attention(
 
 
 class Attention(nn.Module):
-    """Self-attention block body: projections, QK-norm, RoPE, cache update, attention, o_proj.
-
-    Under a mesh (`parallel.activations`) the Megatron split: input and output split over the
-    batch axes along B, whole along D; q, k, v and the attention output also over `tensor`
-    along the heads (column-parallel q/k/v, row-parallel o_proj)."""
+    """Self-attention block body: projections, QK-norm, RoPE, cache update, attention, o_proj."""
 
     config: ModelConfig
     recipe: PrecisionRecipe
@@ -155,11 +150,10 @@ class Attention(nn.Module):
         cfg, pol = self.config, self.recipe
         b, t, _ = x_BTD.shape
         bias = cfg.attention_bias
-        x_BTD = constrain(x_BTD, BATCH)
 
         def proj(name: str, heads: int) -> jax.Array:
             out = RecipeDense(heads * cfg.head_dim, pol, use_bias=bias, name=name)(x_BTD)
-            return constrain(out.reshape(b, t, heads, cfg.head_dim), BATCH, None, TENSOR)
+            return out.reshape(b, t, heads, cfg.head_dim)
 
         q_BTNH = proj("q_proj", cfg.n_heads)
         k_BTKH = proj("k_proj", cfg.n_kv_heads)
@@ -179,7 +173,5 @@ class Attention(nn.Module):
             layer_cache = kv_cache.write(layer_cache, k_BTKH, v_BTKH, cache_index, pol)
             k_cache, v_cache = kv_cache.read(layer_cache)
             out_BTNH = attend_cached(q_BTNH, k_cache, v_cache, mask_BTS, dtype)
-        out_BTNH = constrain(out_BTNH, BATCH, None, TENSOR)
         out_BTD = out_BTNH.reshape(b, t, cfg.n_heads * cfg.head_dim)
-        out_BTD = RecipeDense(cfg.d_model, pol, name="o_proj")(out_BTD)
-        return constrain(out_BTD, BATCH), layer_cache
+        return RecipeDense(cfg.d_model, pol, name="o_proj")(out_BTD), layer_cache

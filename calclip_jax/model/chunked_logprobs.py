@@ -11,9 +11,6 @@ would change its numbers: per-tensor current scaling takes the activation amax o
 [B, T, D] and, in the backward, the gradient amax over all of [B, T, V] (finer granularities group
 the weight gradient's operand along B x T), so a token's log-prob and the gradients would depend
 on the chunking (a batch-composition effect), and a delayed-scaling lm_head keeps state.
-
-Under a mesh (`parallel.activations`) each chunk's rows stay split over the batch axes and its
-logits also over `tensor` along V (vocabulary-parallel log-softmax).
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ import jax.numpy as jnp
 from calclip_jax.fp8 import PrecisionRecipe
 from calclip_jax.model.lm_head import HeadDot
 from calclip_jax.model.logprobs import check_temperature, next_token_stats, shift_and_mask
-from calclip_jax.parallel.activations import BATCH, TENSOR, constrain
 
 
 def chunks_lm_head(recipe: PrecisionRecipe) -> bool:
@@ -89,15 +85,14 @@ def chunked_token_logprobs_and_entropy(
     pad = n * c - n_pred
     x_BPD = jnp.pad(hidden_BTD[:, :-1], ((0, 0), (0, pad), (0, 0)))
     y_BP = jnp.pad(tokens_BT[:, 1:], ((0, 0), (0, pad)))
-    x_NBCD = constrain(x_BPD.reshape(b, n, c, d).transpose(1, 0, 2, 3), None, BATCH)
-    y_NBC = constrain(y_BP.reshape(b, n, c).transpose(1, 0, 2), None, BATCH)
+    x_NBCD = x_BPD.reshape(b, n, c, d).transpose(1, 0, 2, 3)
+    y_NBC = y_BP.reshape(b, n, c).transpose(1, 0, 2)
     w = head_weight  # its gradient: float32 partial sums over chunks (never rounded)
 
     # remat: the backward recomputes a chunk's logits (prevent_cse is not needed inside scan)
     @functools.partial(jax.checkpoint, prevent_cse=False)
     def stats(w: jax.Array, x_BCD: jax.Array, y_BC: jax.Array) -> tuple[jax.Array, jax.Array]:
-        logits_BCV = constrain(_logits(head, constrain(x_BCD, BATCH), w), BATCH, None, TENSOR)
-        return next_token_stats(logits_BCV, y_BC, temperature)
+        return next_token_stats(_logits(head, x_BCD, w), y_BC, temperature)
 
     def body(carry: None, xs: tuple[jax.Array, jax.Array]):
         return carry, stats(w, *xs)

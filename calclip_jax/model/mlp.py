@@ -11,7 +11,6 @@ from flax import traverse_util
 
 from calclip_jax.fp8 import PrecisionRecipe, RecipeDense
 from calclip_jax.model.config import ModelConfig
-from calclip_jax.parallel.activations import BATCH, TENSOR, constrain
 
 GATE_UP = "gate_up_proj"  # the fused kernel's module name: [D, 2F], gate and up columns interleaved
 
@@ -25,10 +24,7 @@ class MLP(nn.Module):
     gradient then contracts one axis, and XLA-CPU needs no transposed copy of the SiLU
     backward's output before it (on [B, T, F] it writes one per gate/up gradient, 22 ms each on
     the Tunix benchmark's update). The same values, bit for bit
-    (`tests/model/test_model_mlp_rows.py`).
-
-    Under a mesh (`parallel.activations`) the rows are split over the batch axes, and the
-    hidden F over `tensor` (column-parallel gate/up, row-parallel down)."""
+    (`tests/model/test_model_mlp_rows.py`)."""
 
     config: ModelConfig
     recipe: PrecisionRecipe
@@ -36,18 +32,16 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x_BTD: jax.Array) -> jax.Array:
         cfg, pol = self.config, self.recipe
-        x_ND = constrain(x_BTD.reshape(-1, x_BTD.shape[-1]), BATCH)  # tokens as rows: see above
+        x_ND = x_BTD.reshape(-1, x_BTD.shape[-1])  # tokens as rows: see the docstring
         if GATE_UP in self.variables.get("params", {}):
             gate_up_NF2 = RecipeDense(2 * cfg.d_ff, pol, name=GATE_UP)(x_ND)
             gate_up_NF2 = gate_up_NF2.reshape(-1, cfg.d_ff, 2)
-            gate_up_NF2 = constrain(gate_up_NF2, BATCH, TENSOR)
             gate_NF, up_NF = gate_up_NF2[..., 0], gate_up_NF2[..., 1]
         else:
             gate_NF = RecipeDense(cfg.d_ff, pol, name="gate_proj")(x_ND)
             up_NF = RecipeDense(cfg.d_ff, pol, name="up_proj")(x_ND)
-            gate_NF, up_NF = constrain(gate_NF, BATCH, TENSOR), constrain(up_NF, BATCH, TENSOR)
         out_ND = RecipeDense(cfg.d_model, pol, name="down_proj")(jax.nn.silu(gate_NF) * up_NF)
-        return constrain(out_ND, BATCH).reshape(x_BTD.shape)
+        return out_ND.reshape(x_BTD.shape)
 
 
 def fuse_gate_up(params: Any) -> Any:

@@ -13,12 +13,10 @@ from calclip_jax.model.config import ModelConfig
 from calclip_jax.model.layers import RMSNorm, rope_cos_sin
 from calclip_jax.model.lm_head import tied_lm_head
 from calclip_jax.model.mlp import MLP
-from calclip_jax.parallel.activations import BATCH, TENSOR, constrain
 
 
 class Block(nn.Module):
-    """Pre-norm residual block: attention then SwiGLU MLP. The residual stream stays split over
-    the batch axes (`parallel.activations`), whole along D."""
+    """Pre-norm residual block: attention then SwiGLU MLP."""
 
     config: ModelConfig
     recipe: PrecisionRecipe
@@ -34,20 +32,11 @@ class Block(nn.Module):
             layer_cache,
             cache_index,
         )
-        x_BTD = constrain(x_BTD + attn_out, BATCH)
+        x_BTD = x_BTD + attn_out
         x_BTD = x_BTD + MLP(self.config, self.recipe, name="mlp")(
             RMSNorm(eps, name="mlp_norm")(x_BTD)
         )
-        return constrain(x_BTD, BATCH), layer_cache
-
-
-def embed_lookup(embed: nn.Embed, tokens_BT: jax.Array) -> jax.Array:
-    """float32 rows of `embed`'s table, as `embed(tokens_BT)` computes them. Under a mesh the
-    table is first gathered over the batch axes (FSDP: the weights come to the tokens, as for
-    every GEMM), vocabulary-parallel over `tensor`, so the lookup never gathers the batch's
-    token ids."""
-    table_VD = constrain(embed.embedding, TENSOR, None)
-    return jnp.take(table_VD, constrain(tokens_BT, BATCH), axis=0).astype(jnp.float32)
+        return x_BTD, layer_cache
 
 
 def attention_mask(
@@ -73,10 +62,6 @@ class Transformer(nn.Module):
     instead of the logits: the lm_head is then not applied (`lm_head.lm_head_dot` applies
     it, e.g. in chunks). Initialize without it, so that an untied lm_head gets its params.
 
-    Under a mesh (`parallel.activations`) every activation is split over the batch axes along
-    B: embeddings, residual stream, hidden states; the logits also over `tensor` along V (the
-    vocabulary-parallel head).
-
     Left padding is expressed through `positions_BT` and `attn_mask_BT` (1 = real token); a causal
     mask by slot index is added inside. With a cache, the T new tokens are written at slots
     [cache_index, cache_index + T) and attend to all valid earlier slots.
@@ -97,11 +82,9 @@ class Transformer(nn.Module):
     ) -> tuple[jax.Array, kv_cache.Cache | None]:
         cfg = self.config
         embed = nn.Embed(cfg.vocab_size, cfg.d_model, param_dtype=jnp.float32, name="embed")
-        x_BTD = constrain(embed_lookup(embed, tokens_BT), BATCH)
+        x_BTD = embed(tokens_BT).astype(jnp.float32)
         cos_BTH, sin_BTH = rope_cos_sin(positions_BT, cfg.head_dim, cfg.rope_theta)
-        cos_BTH, sin_BTH = constrain(cos_BTH, BATCH), constrain(sin_BTH, BATCH)
         mask_BTS, cache = attention_mask(attn_mask_BT, cache, cache_index)
-        mask_BTS = constrain(mask_BTS, BATCH)
         new_cache = None if cache is None else {"key_mask": cache["key_mask"]}
         for i in range(cfg.n_layers):
             name = f"layers_{i}"
@@ -111,7 +94,7 @@ class Transformer(nn.Module):
             )
             if new_cache is not None:
                 new_cache[name] = layer_cache
-        x_BTD = constrain(RMSNorm(cfg.norm_eps, name="final_norm")(x_BTD), BATCH)
+        x_BTD = RMSNorm(cfg.norm_eps, name="final_norm")(x_BTD)
         if return_hidden:
             return x_BTD.astype(jnp.float32), new_cache
         if cfg.tie_embeddings:
@@ -120,4 +103,4 @@ class Transformer(nn.Module):
             logits_BTV = RecipeDense(cfg.vocab_size, self.recipe, role="lm_head", name="lm_head")(
                 x_BTD
             )
-        return constrain(logits_BTV.astype(jnp.float32), BATCH, None, TENSOR), new_cache
+        return logits_BTV.astype(jnp.float32), new_cache

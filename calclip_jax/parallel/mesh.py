@@ -8,9 +8,9 @@ import jax
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from calclip_jax.config.devices import mesh_shape
-from calclip_jax.parallel.axes import BATCH_AXES, MESH_AXES
 
-__all__ = ["BATCH_AXES", "MESH_AXES", "batch_sharding", "make_mesh", "replicated"]
+MESH_AXES: tuple[str, str, str] = ("data", "fsdp", "tensor")
+BATCH_AXES: tuple[str, str] = ("data", "fsdp")  # the batch dimension is split over both
 
 
 def make_mesh(

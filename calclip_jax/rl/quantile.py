@@ -6,9 +6,7 @@ Both methods select the k-th smallest valid element (0-indexed). `sort` costs on
 the result is exact (bit-identical to the sort); with fewer iterations the low `32 - iters` key
 bits stay zero, so the result is a lower bracket of the true value: `bisect_bracket` returns
 `(lo, hi)` with `lo <= true <= hi`, a relative width of at most `2**-(iters - 9)` for normal
-floats. `auto` picks `sort` below `bisect_threshold()` elements (static size), else `bisect`;
-`bisect` at any size when the values are split over a mesh's batch axes (`parallel.activations`):
-a sort would gather every token onto every device, a counting pass all-reduces one count.
+floats. `auto` picks `sort` below `bisect_threshold()` elements (static size), else `bisect`.
 Threshold per backend: CPU 1024 (measured with benchmarks/bench_quantile.py: bisection was 3-25x
 faster from 1e3 to 1e6 elements); GPU/TPU 2**20, a placeholder not yet measured on a GPU (a
 device sort is fast there and each bisection step is a kernel launch).
@@ -23,8 +21,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-
-from calclip_jax.parallel.activations import batch_shards
 
 BISECT_THRESHOLD = {"cpu": 1 << 10, "default": 1 << 20}  # elements; see module docstring
 _SIGN = np.uint32(0x80000000)  # NumPy: no device work at import (jax.distributed)
@@ -66,10 +62,9 @@ def bisect_threshold(backend: str | None = None) -> int:
     return BISECT_THRESHOLD.get(backend, BISECT_THRESHOLD["default"])
 
 
-def _resolve(method: str, x_N: jax.Array) -> str:
+def _resolve(method: str, size: int) -> str:
     if method == "auto":
-        split = batch_shards(x_N) > 1
-        return "sort" if x_N.size < bisect_threshold() and not split else "bisect"
+        return "sort" if size < bisect_threshold() else "bisect"
     if method not in ("sort", "bisect"):
         raise ValueError(f"method must be 'auto', 'sort' or 'bisect', got {method!r}")
     return method
@@ -90,7 +85,7 @@ def masked_order_statistic(
     """
     x_N, mask_N, n = _prepare(x, mask)
     k_Q = jnp.clip(jnp.asarray(k, jnp.int32), 0, jnp.maximum(n - 1, 0))
-    if _resolve(method, x_N) == "sort":
+    if _resolve(method, x_N.size) == "sort":
         sorted_N = jnp.sort(jnp.where(mask_N, x_N, jnp.inf))
         out = sorted_N[k_Q]
     else:
@@ -155,7 +150,7 @@ def weighted_select(
     # subnormal thresholds count as 0 (CPU XLA flushes denormals: keep both methods consistent)
     thresh = jnp.where(thresh < jnp.finfo(jnp.float32).tiny, 0.0, thresh)
     reachable = jnp.sum(w_N) >= thresh
-    if _resolve(method, x_N) == "sort":
+    if _resolve(method, x_N.size) == "sort":
         order_N = jnp.argsort(jnp.where(w_N > 0, x_N, jnp.inf))
         cum_N = jnp.cumsum(w_N[order_N])
         # the cumsum rounds in another order than the total `reachable` compares: where it ends
