@@ -1,4 +1,4 @@
-"""One compiled forward for the ratio's two sides (`train.same_forward`).
+"""One compiled forward for the ratio's two sides (`train.same_forward`, on by default).
 
 XLA compiles the forward inside the update's gradient program differently from a no-grad
 forward, so the trainer's new log-probs (differentiated) and its old ones (precomputed) come
@@ -10,9 +10,14 @@ two are bitwise equal, so the ratio is exactly 1 at every update of a batch, not
 The update then differentiates the loss with respect to those log-probs and pulls the cotangent
 back through a recomputed forward (`micro_batches.accumulate_vjp`): one more forward per update.
 
-On RL steps that calibrate or measure the shadow (`calibration.shadow_every`) the program also
-returns the BF16-shadow log-probs, so the shadow's old and new sides share a program too. Not
-with delayed scaling (its amax histories would observe every call).
+The BF16 shadow's log-probs come from a program of their own (`make_shadow_program`), so the
+shadow's old and new sides share a program too, and it runs only where a step reads the shadow:
+at theta_old for the minibatches whose update calibrates on it or measures it
+(`calibration.shadow_every`), or that a pooled calibration samples, and at those updates; not
+for a batch's first update (at theta_old it measures nothing) nor for the updates of a pooled
+calibration's RL step that measure no shadow. Delayed scaling takes the forward program with its
+scales frozen within a rollout batch (`train.delayed_scales="batch"`); per-update scales are
+refused (each call would push amaxes).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from calclip_jax.train.forward import batch_logprobs
 from calclip_jax.train.micro_batches import map_micro
 
 PROGRAM_KEYS = ("logp", "entropy")  # what the program adds to a minibatch
-SHADOW_KEY = "shadow_logp"  # and, on RL steps that calibrate or measure the shadow, this
+SHADOW_KEY = "shadow_logp"  # and, where the shadow is traced, the shadow program this (or zeros)
 
 
 def program_keys(cfg: UpdateConfig) -> tuple[str, ...]:
@@ -39,16 +44,26 @@ def program_keys(cfg: UpdateConfig) -> tuple[str, ...]:
     return PROGRAM_KEYS + ((SHADOW_KEY,) if cfg.calibration.traces_shadow else ())
 
 
-def make_forward_program(model_config: ModelConfig, cfg: UpdateConfig) -> Callable:
-    """Jitted (params, fp8_meta, rows, shadow) -> {"logp", "entropy"[, "shadow_logp"]} of the
-    rows (exactly the `FORWARD_KEYS`: one input structure, one executable), over the update's
-    micro-batches; `shadow` (static) adds the BF16 shadow's log-probs."""
+def _forward_kwargs(cfg: UpdateConfig) -> tuple[int, dict[str, Any]]:
+    """(rows per prompt group, the `batch_logprobs` keywords of the update's forwards)."""
     shared = cfg.shared_prompt
     group = 1 if shared is None else shared.group_size
-    kwargs = {"temperature": cfg.temperature, "chunk": cfg.logprob_chunk, "shared_prompt": shared}
+    return group, {
+        "temperature": cfg.temperature,
+        "chunk": cfg.logprob_chunk,
+        "shared_prompt": shared,
+    }
+
+
+def make_forward_program(model_config: ModelConfig, cfg: UpdateConfig) -> Callable:
+    """Jitted (params, fp8_meta, rows, shadow=False) -> {"logp", "entropy"[, "shadow_logp"]} of
+    the rows (exactly the `FORWARD_KEYS`: one input structure, one executable), over the
+    update's micro-batches. `shadow` (static) adds the BF16 shadow's log-probs in the same
+    executable; the updater takes them from `make_shadow_program` instead."""
+    group, kwargs = _forward_kwargs(cfg)
 
     @functools.partial(jax.jit, static_argnames="shadow")
-    def program(params: Any, fp8_meta: Any, rows: dict[str, Any], shadow: bool) -> dict:
+    def program(params: Any, fp8_meta: Any, rows: dict[str, Any], shadow: bool = False) -> dict:
         def forward(part: dict[str, jax.Array]) -> dict[str, jax.Array]:
             logp, entropy, _ = batch_logprobs(
                 model_config, cfg.recipe, params, fp8_meta, part, **kwargs
@@ -59,6 +74,21 @@ def make_forward_program(model_config: ModelConfig, cfg: UpdateConfig) -> Callab
                     model_config, cfg.shadow_recipe, params, {}, part, **kwargs
                 )[0]
             return out
+
+        return map_micro(forward, rows, cfg.micro_batches, group)
+
+    return program
+
+
+def make_shadow_program(model_config: ModelConfig, cfg: UpdateConfig) -> Callable:
+    """Jitted (params, rows) -> the BF16 shadow's log-probs of the rows (`FORWARD_KEYS`), over
+    the update's micro-batches: the one program of the shadow's old and new sides."""
+    group, kwargs = _forward_kwargs(cfg)
+
+    @jax.jit
+    def program(params: Any, rows: dict[str, Any]) -> jax.Array:
+        def forward(part: dict[str, jax.Array]) -> jax.Array:
+            return batch_logprobs(model_config, cfg.shadow_recipe, params, {}, part, **kwargs)[0]
 
         return map_micro(forward, rows, cfg.micro_batches, group)
 

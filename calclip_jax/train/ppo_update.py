@@ -36,7 +36,12 @@ from calclip_jax.model.shared_prompt import check_prompt_groups
 from calclip_jax.parallel.multihost import to_host, tree_to_host
 from calclip_jax.rl.calibration import CALIB_METRICS
 from calclip_jax.train.forward import FORWARD_KEYS
-from calclip_jax.train.forward_program import SHADOW_KEY, make_forward_program, program_keys
+from calclip_jax.train.forward_program import (
+    SHADOW_KEY,
+    make_forward_program,
+    make_shadow_program,
+    program_keys,
+)
 from calclip_jax.train.minibatch_forwards import (  # make_logprob_fn: re-exported
     composition_metrics,
     make_logprob_fn,
@@ -91,6 +96,8 @@ class PPOUpdater:
         self._shadow_logp = make_logprob_fn(mc, cfg.shadow_recipe, temp, chunk, shared)
         self._forwards = make_minibatch_forwards(mc, cfg)
         self._program = make_forward_program(mc, cfg) if cfg.same_forward else None
+        traced = cfg.same_forward and cfg.calibration.traces_shadow
+        self._shadow_program = make_shadow_program(mc, cfg) if traced else None
         self._pool = make_pooled_calibration(cfg, self._theta_forward)
 
     def calibrates(self, rl_step: int) -> bool:
@@ -146,7 +153,8 @@ class PPOUpdater:
         where a pooled calibration (`sample="batch"`) needs them; it computes them apart from
         ref_logp, by the program it reruns at theta_1. With `same_forward` the forward program
         gives the old log-probs of every minibatch, and the first minibatch keeps all its
-        outputs: its update runs at theta_old on them.
+        outputs: its update runs at theta_old on them; the shadow program gives old_logp_ref
+        where it is read (`reads_shadow`: by a later update, or by a pooled calibration).
         """
         missing = [k for k in ROLLOUT_KEYS if k not in rollout]
         if missing:
@@ -160,13 +168,15 @@ class PPOUpdater:
         cal = self.update_config.calibration
         traced, pooled = cal.traces_shadow, calibrate and cal.pooled
         with_ref = traced and (calibrate or shadow)
+        read_later = self.reads_shadow(calibrate, shadow)  # by the updates after theta_old
         keep = (lambda x: x) if jax.process_count() == 1 else to_host
         minibatches = []
         for i, idx in enumerate(plan):
             mb: dict[str, Any] = {k: v[idx] for k, v in batch.items()}
             old = first_old or i > 0 or pooled
             if self._program is not None:  # the forward program at theta_old (always needed)
-                out = self._program_outputs(state, mb, calibrate or shadow)
+                sampled = pooled and i < self.num_minibatches  # the pooled calibration's epoch
+                out = self._program_outputs(state, mb, sampled or (i > 0 and read_later))
                 out = {k: keep(v) for k, v in out.items()}  # the ratio probe reads old_logp
                 mb["old_logp"] = out["logp"]
                 if traced:
@@ -191,21 +201,26 @@ class PPOUpdater:
     def _program_outputs(
         self, state: TrainState, mb: dict[str, Any], shadow: bool
     ) -> dict[str, Any]:
-        """The forward program on `mb` at `state`: logp, entropy and, when the shadow is traced,
-        shadow_logp (the update's inputs; at theta_old also the old log-probs). One program per
-        RL step: the shadow rides along where `shadow` (the step calibrates or measures it),
-        zeros stand in for it otherwise."""
-        traced = self.update_config.calibration.traces_shadow
+        """The forward program on `mb` at `state`: logp and entropy (the update's inputs; at
+        theta_old also the old log-probs) and, when the shadow is traced, shadow_logp: the
+        shadow program's where `shadow` (something reads it), zeros otherwise."""
         rows = {k: mb[k] for k in FORWARD_KEYS}
-        out = self._program(state.params, state.fp8_meta, rows, shadow=traced and shadow)
-        if traced and SHADOW_KEY not in out:
-            out[SHADOW_KEY] = jnp.zeros_like(out["logp"])
-        return out
+        out = self._program(state.params, state.fp8_meta, rows)
+        if self._shadow_program is None:
+            return out
+        if not shadow:
+            return {**out, SHADOW_KEY: jnp.zeros_like(out["logp"])}
+        return {**out, SHADOW_KEY: self._shadow_program(state.params, rows)}
+
+    def reads_shadow(self, calibrate: bool, shadow: bool) -> bool:
+        """Whether the updates of an RL step read the shadow where theta != theta_old (the update
+        step's `measured`): it measures the shadow, or it calibrates on each update's own."""
+        return shadow or (calibrate and self.update_config.calibration.per_update)
 
     def update_inputs(self, state: TrainState, mb: dict[str, Any], shadow: bool) -> dict:
         """Minibatch `mb` (from `prepare`) as an update at `state` after the batch's first reads
-        it: with the forward program, the program's outputs at `state` added (`shadow`: as
-        `prepare` was told, the step calibrates or measures the shadow); else `mb` itself."""
+        it: with the forward program, the programs' outputs at `state` added (`shadow`: the
+        update reads the shadow, `reads_shadow`); else `mb` itself."""
         if self._program is None:
             return mb
         return {**mb, **self._program_outputs(state, mb, shadow)}
@@ -295,7 +310,7 @@ class PPOUpdater:
             if reuse is not None:  # the pooled calibration's program outputs at these params
                 mb, reuse = {**mb, **reuse}, None
             elif i > 0:  # the first has the program's outputs from `prepare`
-                mb = self.update_inputs(at_scales(state), mb, calibrate or shadow)
+                mb = self.update_inputs(at_scales(state), mb, self.reads_shadow(calibrate, shadow))
             flags = update_flags(i == 0, calibrate, shadow, scales)
             state, metrics = self.update_step(state, mb, flags)
             device_metrics.append(metrics)

@@ -36,9 +36,10 @@ scales from. With "update" each update scales from the histories the previous on
 
 Two knobs split the fused gradient program (`UpdateConfig`): with `micro_batches` > 1 the loss's
 log-probs come from a no-grad forward over the micro-batches and the gradient from a VJP per
-micro-batch (`train/micro_batches.py`); with `same_forward` those log-probs, and the shadow's,
-arrive in the minibatch from the forward program that also computed the old ones
-(`train/forward_program.py`), and the gradient is pulled back the same way.
+micro-batch (`train/micro_batches.py`); with `same_forward` (the default) those log-probs arrive
+in the minibatch from the forward program that also computed the old ones, the shadow's from the
+shadow program that computed its old ones (`train/forward_program.py`), and the gradient is
+pulled back the same way.
 """
 
 from __future__ import annotations

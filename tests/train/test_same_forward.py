@@ -80,3 +80,39 @@ def test_the_update_is_the_fused_programs(preset):
 def test_per_update_delayed_scales_are_refused():
     with pytest.raises(ValueError, match="delayed_scales='update'"):
         make_setup("fp8_delayed", same_forward=True, delayed_scales="update")
+
+
+@pytest.mark.parametrize(
+    ("sample", "shadow_every", "calls"),
+    [
+        ("minibatch", None, 3 + 3),  # theta_old: minibatches 2-4; updates 2-4 calibrate on it
+        ("batch", None, 4 + 4),  # theta_old and theta_1: the pooled sample; no update reads it
+        ("batch", 1, 4 + 4 + 2),  # + updates 3-4 measure it (update 2 reuses the pool's)
+    ],
+)
+def test_the_shadow_program_runs_where_the_shadow_is_read(sample, shadow_every, calls):
+    """One calibrating RL step of 4 minibatch updates at unchanged parameters: the shadow's
+    program runs only where something reads the shadow (not for the first update, at theta_old;
+    not for the updates of a pooled calibration's step that measure no shadow), and where it is
+    read its ratio is exactly 1."""
+    calib = CalibrationConfig(
+        enabled=True, period=1, ema_beta=0.0, sample=sample, shadow_every=shadow_every
+    )
+    cfg, _, state = make_setup("fp8_tensor", calibration=calib, same_forward=True)
+    mesh = make_mesh(1, 1, 1, jax.devices()[:1])
+    train = TrainConfig(learning_rate=1e-30)
+    trainer = build_trainer(TINY, cfg, train, state.params, mesh, epochs=1, num_minibatches=4)
+    updater, ran = trainer.updater, []
+    shadow_program = updater._shadow_program
+
+    def counted(*args):
+        ran.append(1)
+        return shadow_program(*args)
+
+    updater._shadow_program = counted
+    batch = rollout_batch(batch=16, seed=3)
+    _, metrics, _ = updater.update(trainer.state, batch, np.random.default_rng(0), rl_step=1)
+    assert len(ran) == calls
+    assert all(m["ratio_log_abs_max"] == 0.0 for m in metrics)
+    for name in SHADOW_METRICS:  # where measured (after the first update) the shadow clips none
+        assert all(m[name] == 0.0 or np.isnan(m[name]) for m in metrics[1:]), name
