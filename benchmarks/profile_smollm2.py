@@ -95,7 +95,7 @@ def rl_step_profile() -> tuple[list[dict[str, float]], list[tuple[str, str, floa
     timed = [rl_step(n_warm + i + 1) for i in range(bench._STEPS.value)]
     print(f"SmolLM2 RL step ({run.train.precision}, share_prompt={run.train.share_prompt}), "
           f"medians of {len(timed)}:")  # fmt: skip
-    for name in ("step", "rollout", "logprobs", "update"):
+    for name in ("step", "rollout", "logprobs", "update", "program"):
         print(f"  {name:9s} {statistics.median(t.get(name, 0.0) for t in timed):7.2f} s")
     with profile_trace.traced() as ops:
         rl_step(n_warm + len(timed) + 1)

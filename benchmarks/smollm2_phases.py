@@ -59,11 +59,17 @@ class Workload:
 
 
 def load_workload(
-    arm: str, precision: str, prompts: int, group: int, new_tokens: int, sets: Any
+    arm: str,
+    precision: str,
+    prompts: int,
+    group: int,
+    new_tokens: int,
+    sets: Any,
+    family: str = "smollm2",
 ) -> Workload:
     """`bench_smollm2_step.workload_config`'s run: its starting params and the first `prompts`
     training prompts."""
-    config = bench.workload_config(arm, precision, prompts, group, new_tokens, sets)
+    config = bench.workload_config(arm, precision, prompts, group, new_tokens, sets, family)
     spec = build_run_spec(config)
     train = load_split(spec.task, "train", spec.data_dir)
     prompt_len = max_prompt_len(spec.tokenizer, spec.task)

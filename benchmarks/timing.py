@@ -65,23 +65,23 @@ def summarize(xs: list[float]) -> dict[str, float]:
 
 
 class PhaseClock:
-    """Wall time of the updater's calls, recorded per RL step (on the instance only)."""
+    """Wall time of the updater's calls, recorded per RL step (on the instance only):
+    "logprobs" (`prepare`), "update" (`update_step`) and, with `train.same_forward`, "program"
+    (`update_inputs`: the forward program at a later update's parameters)."""
 
     def __init__(self, updater: PPOUpdater) -> None:
         self.times: dict[str, float] = {}
-        prepare, step = updater.prepare, updater.update_step
+        calls = {"prepare": "logprobs", "update_step": "update", "update_inputs": "program"}
+        for method, phase in calls.items():
+            setattr(updater, method, self._clocked(getattr(updater, method), phase))
 
-        def timed_prepare(*args: Any, **kwargs: Any) -> Any:
-            out, t = timed(lambda: prepare(*args, **kwargs))
-            self.times["logprobs"] = self.times.get("logprobs", 0.0) + t
+    def _clocked(self, fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            out, t = timed(lambda: fn(*args, **kwargs))
+            self.times[phase] = self.times.get(phase, 0.0) + t
             return out
 
-        def timed_step(*args: Any) -> Any:
-            out, t = timed(step, *args)
-            self.times["update"] = self.times.get("update", 0.0) + t
-            return out
-
-        updater.prepare, updater.update_step = timed_prepare, timed_step
+        return call
 
     def take(self) -> dict[str, float]:
         out, self.times = self.times, {}

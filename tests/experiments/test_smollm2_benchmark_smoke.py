@@ -28,3 +28,24 @@ def test_real_model_step_benchmark_reports_its_phases(tmp_path):
     for phase in ("rollout_s", "logprobs_s", "policy_update_s"):
         assert 0 < result[phase]["median"] < result["step_time_s"]["max"], phase
     assert result["rollout_gen_tokens_per_s"] > 0 and result["peak_rss_gb"] > 0
+
+
+def test_step_benchmark_measures_two_setups_in_one_process():
+    """`--ab`: the toy family's default against the same config with a knob set, RL steps
+    interleaved in one process: both setups' phases and the ratios of b's medians to a's; the
+    forward program's phase is the default's alone."""
+    cmd = [sys.executable, "-m", "benchmarks.bench_smollm2_step", "--family=default"]
+    cmd += ["--prompts=4", "--group=2", "--new_tokens=4", "--steps=1", "--warmup=1"]
+    cmd += ["--wait_idle=0", "--ab=train.same_forward=false"]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, check=False, timeout=600, env=one_device_env()
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["same_forward"] is True and result["ab"] == ["train.same_forward=false"]
+    program = {name: result[name]["program_s"]["median"] for name in ("a", "b")}
+    assert program["a"] > 10 * program["b"]  # b runs no program: its phase is the call's return
+    for name in ("a", "b"):
+        assert result[name]["step_time_s"]["n"] == 1 and result[name]["rows"] == 8, name
+    ratios = result["ratio_b_to_a"]
+    assert ratios["step_time_s"] > 0 and ratios["step_time_s_paired"] > 0
