@@ -71,7 +71,9 @@ class PhaseClock:
 
     def __init__(self, updater: PPOUpdater) -> None:
         self.times: dict[str, float] = {}
-        calls = {"prepare": "logprobs", "update_step": "update", "update_inputs": "program"}
+        calls = {"prepare": "logprobs", "update_step": "update"}
+        if updater.update_config.same_forward:
+            calls["update_inputs"] = "program"
         for method, phase in calls.items():
             setattr(updater, method, self._clocked(getattr(updater, method), phase))
 

@@ -43,8 +43,7 @@ def test_step_benchmark_measures_two_setups_in_one_process():
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["same_forward"] is True and result["ab"] == ["train.same_forward=false"]
-    program = {name: result[name]["program_s"]["median"] for name in ("a", "b")}
-    assert program["a"] > 10 * program["b"]  # b runs no program: its phase is the call's return
+    assert result["a"]["program_s"]["median"] > 0 == result["b"]["program_s"]["median"]
     for name in ("a", "b"):
         assert result[name]["step_time_s"]["n"] == 1 and result[name]["rows"] == 8, name
     ratios = result["ratio_b_to_a"]
