@@ -22,7 +22,6 @@ refused (each call would push amaxes).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -56,24 +55,18 @@ def _forward_kwargs(cfg: UpdateConfig) -> tuple[int, dict[str, Any]]:
 
 
 def make_forward_program(model_config: ModelConfig, cfg: UpdateConfig) -> Callable:
-    """Jitted (params, fp8_meta, rows, shadow=False) -> {"logp", "entropy"[, "shadow_logp"]} of
-    the rows (exactly the `FORWARD_KEYS`: one input structure, one executable), over the
-    update's micro-batches. `shadow` (static) adds the BF16 shadow's log-probs in the same
-    executable; the updater takes them from `make_shadow_program` instead."""
+    """Jitted (params, fp8_meta, rows) -> {"logp", "entropy"} of the rows (exactly the
+    `FORWARD_KEYS`: one input structure, one executable), over the update's micro-batches; the
+    shadow's log-probs come from `make_shadow_program`."""
     group, kwargs = _forward_kwargs(cfg)
 
-    @functools.partial(jax.jit, static_argnames="shadow")
-    def program(params: Any, fp8_meta: Any, rows: dict[str, Any], shadow: bool = False) -> dict:
+    @jax.jit
+    def program(params: Any, fp8_meta: Any, rows: dict[str, Any]) -> dict:
         def forward(part: dict[str, jax.Array]) -> dict[str, jax.Array]:
             logp, entropy, _ = batch_logprobs(
                 model_config, cfg.recipe, params, fp8_meta, part, **kwargs
             )
-            out = {"logp": logp, "entropy": entropy}
-            if shadow:
-                out[SHADOW_KEY] = batch_logprobs(
-                    model_config, cfg.shadow_recipe, params, {}, part, **kwargs
-                )[0]
-            return out
+            return {"logp": logp, "entropy": entropy}
 
         return map_micro(forward, rows, cfg.micro_batches, group)
 
